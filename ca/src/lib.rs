@@ -1,0 +1,2 @@
+//! The run-scoped CA.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! Placeholder bench; replaced by the guard's real benchmark.
+fn main() {}

@@ -1,0 +1,2 @@
+//! Shared helpers for sluice's end-to-end tests.
+#![forbid(unsafe_code)]

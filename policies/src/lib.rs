@@ -1,0 +1,2 @@
+//! The declaration: what each secret may do, and where.
+#![forbid(unsafe_code)]
