@@ -1,2 +1,61 @@
-//! The declaration: what each secret may do, and where.
+//! sluice's declaration: which secret may go where. This crate reads a declaration (YAML,
+//! or JSON, which is YAML), refuses anything ambiguous with `file:line:col` diagnostics
+//! that say what was expected and how to fix it, and compiles it into an immutable
+//! [`Policy`] that the proxy and the launcher share: the egress decision
+//! ([`Policy::reach`]), the grant decision ([`Policy::may`]), placeholder minting and
+//! secret sources.
+//!
+//! It must never touch the network, and never print, log or put into an error a secret
+//! value: diagnostics and refusals name secrets, keys and hosts only.
+//!
+//! # Pipeline
+//!
+//! raw (serde model, unknown keys refused, positions kept) → validated (every error and
+//! lint collected with its YAML path and line:column) → compiled ([`Policy`]).
+//!
+//! # Example
+//!
+//! ```
+//! use sluice_policies::{Policy, Sink};
+//!
+//! let yaml = "version: 1
+//! secrets:
+//!   github_token:
+//!     from: { env: GITHUB_TOKEN }
+//!     hosts: [api.github.com]
+//!     sinks: [egress]
+//! ";
+//! let loaded = Policy::parse(yaml, "policy.yaml").expect("valid declaration");
+//! assert!(loaded.warnings.is_empty());
+//! let placeholders = loaded.policy.mint_placeholders();
+//! assert!(placeholders.get("github_token").unwrap().starts_with("SLUICE_GITHUB_TOKEN_"));
+//!
+//! let err = Policy::parse("version: 1\nsecrets:\n  t:\n    hosts: [\"*\"]\n", "p.yaml").unwrap_err();
+//! assert!(err.to_string().contains("p.yaml:4:13: error: secrets.t.hosts[0]: `*` matches too much"));
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+mod grant;
+mod host;
+mod lint;
+mod model;
+mod placeholder;
+mod policy;
+mod raw;
+mod source;
+mod validate;
+
+pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError};
+pub use grant::{Permit, Refusal};
+pub use host::{HostPattern, normalize_host};
+pub use ipnet::IpNet;
+pub use model::{Literal, Location, Place, SecretDecl, Sink, Source, placeholder_name};
+pub use placeholder::{MintError, NONCE_BYTES, Placeholders};
+pub use policy::{Denied, Loaded, Policy, Reach};
+pub use source::ResolvedSecret;
+pub use validate::{MIN_PLACEHOLDER_LEN, MIN_VALUE_LEN};
+
+#[cfg(test)]
+mod tests;

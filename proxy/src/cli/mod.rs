@@ -2,7 +2,8 @@
 //! subcommand. Handlers live beside this file, one per subcommand; each returns the
 //! process exit code and prints its own diagnostics.
 
-use std::path::PathBuf;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -10,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 mod audit;
 mod check;
 mod redact;
+mod serve;
 
 /// sluice: a TLS-inspecting egress proxy that swaps placeholders for secrets only toward the
 /// hosts a declaration grants, and turns every secret that comes back into its placeholder.
@@ -22,6 +24,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the proxy for sandboxes on a network, writing what they need into a run directory.
+    Serve(ServeArgs),
     /// Validate a declaration: exit 0 when clean (warnings allowed), 1 with errors.
     Check(CheckArgs),
     /// Copy stdin to stdout, turning every known secret value into its placeholder.
@@ -36,6 +40,54 @@ enum Command {
 pub(crate) struct CheckArgs {
     /// The declaration to validate (YAML or JSON).
     pub(crate) file: PathBuf,
+}
+
+/// Arguments of `sluice serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The declaration (YAML or JSON).
+    #[arg(long)]
+    pub(crate) policy: PathBuf,
+    /// Address to listen on; `127.0.0.1:0` picks a free port.
+    #[arg(long)]
+    pub(crate) listen: SocketAddr,
+    /// Directory for ca.pem, proxy-url, placeholders.env and audit.jsonl (created 0700).
+    #[arg(long)]
+    pub(crate) run_dir: PathBuf,
+    /// Write the audit log here instead of RUN_DIR/audit.jsonl.
+    #[arg(long)]
+    pub(crate) audit_log: Option<PathBuf>,
+    /// A PEM file of extra roots for verifying upstreams (repeatable).
+    #[arg(long = "upstream-ca")]
+    pub(crate) upstream_ca: Vec<PathBuf>,
+    /// Pin HOST to IP instead of DNS, as curl's --resolve does (repeatable).
+    #[arg(long, value_parser = parse_resolve)]
+    pub(crate) resolve: Vec<Resolve>,
+}
+
+/// One `--resolve HOST=IP`.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolve {
+    pub(crate) host: String,
+    pub(crate) ip: IpAddr,
+}
+
+fn parse_resolve(s: &str) -> Result<Resolve, String> {
+    let (host, ip) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not HOST=IP"))?;
+    let ip = ip
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .map_err(|_| format!("{ip:?} is not an IP address (in --resolve {s})"))?;
+    if host.is_empty() {
+        return Err(format!("{s:?} has an empty host"));
+    }
+    Ok(Resolve {
+        host: host.to_owned(),
+        ip,
+    })
 }
 
 /// Arguments of `sluice redact`.
@@ -75,9 +127,39 @@ pub(crate) struct AuditSummaryArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Redact(args) => redact::run(&args),
         Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args),
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
+    }
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default `info`). Never a secret value: the
+/// proxy logs names, hosts and reasons only.
+pub(crate) fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Loads a declaration, printing its diagnostics to stderr; `None` when it has errors.
+pub(crate) fn load_policy(path: &Path) -> Option<sluice_policies::Policy> {
+    match sluice_policies::Policy::load(path) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                eprintln!("{warning}");
+            }
+            Some(loaded.policy)
+        }
+        Err(diagnostics) => {
+            for diagnostic in &diagnostics.0 {
+                eprintln!("{diagnostic}");
+            }
+            None
+        }
     }
 }

@@ -1,0 +1,160 @@
+//! A TLS upstream on 127.0.0.1 that records exactly what reached it.
+//!
+//! Paths: `/echo` answers with the request body; `/slow` waits 3 s; anything else answers
+//! `ok`. Every answer carries `x-upstream-conn: N`, the number of the TCP connection that
+//! served it, so tests can see keep-alive reuse.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, Uri, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::pki::TestPki;
+
+/// One request as the upstream received it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// Method.
+    pub method: Method,
+    /// Target.
+    pub uri: Uri,
+    /// HTTP version on the upstream leg.
+    pub version: Version,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+/// The running upstream.
+pub struct RecordingUpstream {
+    addr: SocketAddr,
+    records: Arc<Mutex<Vec<Recorded>>>,
+    connections: Arc<AtomicUsize>,
+    handshakes: Arc<AtomicUsize>,
+}
+
+impl RecordingUpstream {
+    /// Starts an upstream serving `names` with a certificate from `pki`, offering `alpn`.
+    pub async fn start(pki: &TestPki, names: &[&str], alpn: &[&[u8]]) -> Self {
+        let config = pki.server_config(names, alpn);
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind upstream");
+        let addr = listener.local_addr().expect("upstream addr");
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let acceptor = TlsAcceptor::from(config);
+        {
+            let records = records.clone();
+            let connections = connections.clone();
+            let handshakes = handshakes.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let conn_no = connections.fetch_add(1, Ordering::SeqCst) + 1;
+                    let acceptor = acceptor.clone();
+                    let records = records.clone();
+                    let handshakes = handshakes.clone();
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        handshakes.fetch_add(1, Ordering::SeqCst);
+                        let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                        let service = service_fn(move |req| {
+                            let records = records.clone();
+                            async move { Ok::<_, Infallible>(answer(req, records, conn_no).await) }
+                        });
+                        let io = TokioIo::new(tls);
+                        if is_h2 {
+                            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                                .serve_connection(io, service)
+                                .await;
+                        } else {
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(io, service)
+                                .await;
+                        }
+                    });
+                }
+            });
+        }
+        Self {
+            addr,
+            records,
+            connections,
+            handshakes,
+        }
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Everything received so far.
+    pub fn records(&self) -> Vec<Recorded> {
+        self.records.lock().expect("records").clone()
+    }
+
+    /// TCP connections accepted so far (completed handshakes or not).
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// TLS handshakes completed so far.
+    pub fn handshakes(&self) -> usize {
+        self.handshakes.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer(
+    request: Request<Incoming>,
+    records: Arc<Mutex<Vec<Recorded>>>,
+    conn_no: usize,
+) -> Response<Full<Bytes>> {
+    let (parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    records.lock().expect("records").push(Recorded {
+        method: parts.method.clone(),
+        uri: parts.uri.clone(),
+        version: parts.version,
+        headers: parts.headers.clone(),
+        body: body.clone(),
+    });
+    let reply = match parts.uri.path() {
+        "/echo" => body,
+        "/slow" => {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Bytes::from_static(b"slow")
+        }
+        _ => Bytes::from_static(b"ok"),
+    };
+    Response::builder()
+        .header("x-upstream-conn", conn_no.to_string())
+        .body(Full::new(reply))
+        .expect("response")
+}

@@ -1,0 +1,389 @@
+//! The proxy transport end to end: a real proxy, real TLS upstreams on 127.0.0.1, curl
+//! and a Rust client. Each refusal case also checks what the upstream received: nothing.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use sluice_integration_tests::client::{self, TunnelClient};
+use sluice_integration_tests::{Curl, RecordingUpstream, TestPki, TestProxy};
+
+const POLICY: &str = r#"
+version: 1
+secrets:
+  api_token:
+    value: "test-token-value-0001"
+    hosts: ["api.test"]
+    sinks: [egress]
+egress:
+  allow: ["other.test"]
+  passthrough: ["pass.test"]
+  allow_ips: ["127.0.0.1/32"]
+"#;
+
+const HOSTS: &[&str] = &["api.test", "other.test", "pass.test", "unlisted.test"];
+
+async fn setup(alpn: &[&[u8]]) -> (TestPki, RecordingUpstream, TestProxy) {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, alpn).await;
+    let proxy = TestProxy::start(POLICY, &pki, HOSTS).await;
+    (pki, upstream, proxy)
+}
+
+async fn curl(proxy: &TestProxy, args: &[&str], url: String) -> client::CurlOutput {
+    let proxy_url = proxy.url();
+    let ca = proxy.ca_path();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || Curl::new(&proxy_url, &ca).args(args).get(&url))
+        .await
+        .expect("curl task")
+}
+
+/// Whether an audit line is an event of `kind`.
+fn is_event(line: &str, kind: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line)
+        .map(|v| v["event"] == kind)
+        .unwrap_or(false)
+}
+
+fn get(uri: &str) -> Request<Full<Bytes>> {
+    Request::get(uri)
+        .body(Full::new(Bytes::new()))
+        .expect("request")
+}
+
+#[tokio::test]
+async fn curl_reaches_a_granted_host_over_http1_and_http2() {
+    let (_pki, upstream, proxy) = setup(&[b"h2", b"http/1.1"]).await;
+    let url = format!("https://api.test:{}/hello", upstream.port());
+    let h1 = curl(&proxy, &["--http1.1"], url.clone()).await;
+    assert_eq!(h1.status, 200, "{h1:?}");
+    assert_eq!(h1.body, "ok");
+    let h2 = curl(&proxy, &["--http2", "-v"], url).await;
+    assert_eq!(h2.status, 200, "{h2:?}");
+    assert!(
+        h2.stderr.contains("ALPN: server accepted h2") || h2.stderr.contains("using HTTP/2"),
+        "{}",
+        h2.stderr
+    );
+    let records = upstream.records();
+    assert_eq!(records.len(), 2);
+    for record in &records {
+        assert!(!record.headers.contains_key("proxy-authorization"));
+        assert_eq!(record.uri.path(), "/hello");
+    }
+    // The upstream offers h2: sluice speaks h2 to it whatever the client spoke.
+    assert!(records.iter().all(|r| r.version == http::Version::HTTP_2));
+    let audit = proxy.stop().await;
+    assert!(audit.first().is_some_and(|l| is_event(l, "start")));
+    assert!(audit.last().is_some_and(|l| is_event(l, "stop")));
+}
+
+#[tokio::test]
+async fn http1_only_upstreams_get_http1() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let url = format!("https://api.test:{}/hello", upstream.port());
+    let out = curl(&proxy, &["--http2"], url).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(upstream.records()[0].version, http::Version::HTTP_11);
+    assert_eq!(
+        upstream.records()[0].headers["host"],
+        format!("api.test:{}", upstream.port())
+    );
+}
+
+#[tokio::test]
+async fn missing_or_wrong_proxy_credentials_get_407() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let authority = format!("api.test:{}", upstream.port());
+    let none = client::connect(proxy.addr(), &authority, None)
+        .await
+        .unwrap_err();
+    assert_eq!(none.status(), 407, "{}", none.head);
+    assert!(
+        none.head
+            .to_ascii_lowercase()
+            .contains("sluice-error: proxy-auth-required")
+    );
+    let wrong = client::connect(proxy.addr(), &authority, Some("Basic c2x1aWNlOndyb25n"))
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.status(), 407);
+    // Another run's credentials are wrong credentials.
+    let other = TestProxy::start(POLICY, &TestPki::new(), HOSTS).await;
+    let foreign = client::basic_auth(&other.url());
+    let refused = client::connect(proxy.addr(), &authority, Some(&foreign))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status(), 407);
+    assert_eq!(upstream.connections(), 0);
+    let audit = proxy.stop().await;
+    assert_eq!(audit.iter().filter(|l| is_event(l, "auth_fail")).count(), 3);
+    other.stop().await;
+}
+
+#[tokio::test]
+async fn unlisted_hosts_are_refused_before_any_dial() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let authority = format!("unlisted.test:{}", upstream.port());
+    let refused = client::connect(
+        proxy.addr(),
+        &authority,
+        Some(&client::basic_auth(&proxy.url())),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.status(), 403, "{}", refused.head);
+    assert!(
+        refused
+            .head
+            .to_ascii_lowercase()
+            .contains("sluice-error: host-not-allowed")
+    );
+    let out = curl(
+        &proxy,
+        &[],
+        format!("https://unlisted.test:{}/", upstream.port()),
+    )
+    .await;
+    assert_ne!(out.status, 200);
+    assert_eq!(
+        upstream.connections(),
+        0,
+        "nothing may be dialled for an unlisted host"
+    );
+    let audit = proxy.stop().await;
+    assert!(
+        audit
+            .iter()
+            .any(|l| is_event(l, "deny") && l.contains("unlisted.test"))
+    );
+}
+
+#[tokio::test]
+async fn a_request_naming_another_host_gets_421_over_http1_and_http2() {
+    let (_pki, upstream, proxy) = setup(&[b"h2", b"http/1.1"]).await;
+    let port = upstream.port();
+    let authority = format!("api.test:{port}");
+    for alpn in [&[b"http/1.1".as_slice()][..], &[b"h2".as_slice()][..]] {
+        let mut tunnel = TunnelClient::open(
+            proxy.addr(),
+            &proxy.url(),
+            &authority,
+            "api.test",
+            &proxy.ca_path(),
+            alpn,
+        )
+        .await
+        .expect("tunnel");
+        let misdirected = if tunnel.is_h2() {
+            get(&format!("https://other.test:{port}/steal"))
+        } else {
+            let mut req = get("/steal");
+            req.headers_mut()
+                .insert("host", format!("other.test:{port}").parse().unwrap());
+            req
+        };
+        let response = tunnel.send(misdirected).await.expect("response");
+        assert_eq!(response.status(), 421, "h2={}", tunnel.is_h2());
+        assert_eq!(response.headers()["sluice-error"], "misdirected-request");
+        // The same tunnel still serves its own host.
+        let own = if tunnel.is_h2() {
+            get(&format!("https://api.test:{port}/fine"))
+        } else {
+            let mut req = get("/fine");
+            req.headers_mut().insert("host", authority.parse().unwrap());
+            req
+        };
+        assert_eq!(tunnel.send(own).await.expect("response").status(), 200);
+    }
+    let records = upstream.records();
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| r.uri.path() == "/fine"));
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn sni_naming_another_host_is_refused_at_the_handshake() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let authority = format!("api.test:{}", upstream.port());
+    let result = TunnelClient::open(
+        proxy.addr(),
+        &proxy.url(),
+        &authority,
+        "other.test",
+        &proxy.ca_path(),
+        &[b"http/1.1"],
+    )
+    .await;
+    assert!(result.is_err(), "a handshake for another name must fail");
+    assert_eq!(upstream.connections(), 0);
+    let audit = proxy.stop().await;
+    assert!(audit.iter().any(|l| l.contains("tls-handshake-refused")));
+}
+
+#[tokio::test]
+async fn keep_alive_is_reused_on_both_legs() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let port = upstream.port();
+    let authority = format!("api.test:{port}");
+    let mut tunnel = TunnelClient::open(
+        proxy.addr(),
+        &proxy.url(),
+        &authority,
+        "api.test",
+        &proxy.ca_path(),
+        &[b"http/1.1"],
+    )
+    .await
+    .expect("tunnel");
+    for _ in 0..5 {
+        let mut req = get("/again");
+        req.headers_mut().insert("host", authority.parse().unwrap());
+        let response = tunnel.send(req).await.expect("response");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-upstream-conn"], "1");
+        assert!(
+            response
+                .headers()
+                .get("connection")
+                .is_none_or(|v| v != "close")
+        );
+    }
+    // A new tunnel (new client connection) still rides the pooled upstream connection.
+    let out = curl(
+        &proxy,
+        &["--http1.1"],
+        format!("https://api.test:{port}/again"),
+    )
+    .await;
+    assert_eq!(out.status, 200);
+    assert_eq!(upstream.connections(), 1);
+    assert_eq!(upstream.records().len(), 6);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_name_pinned_to_loopback_without_allow_ips_is_refused() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"http/1.1"]).await;
+    let policy = POLICY.replace("  allow_ips: [\"127.0.0.1/32\"]\n", "");
+    let proxy = TestProxy::start(&policy, &pki, HOSTS).await;
+    let out = curl(
+        &proxy,
+        &["-i"],
+        format!("https://api.test:{}/", upstream.port()),
+    )
+    .await;
+    assert_eq!(out.status, 403, "{out:?}");
+    assert!(
+        out.body.contains("sluice-error: address-blocked"),
+        "{}",
+        out.body
+    );
+    assert!(out.body.contains("loopback"), "{}", out.body);
+    // Passthrough dials happen before the 200, so they are refused the same way.
+    let authority = format!("pass.test:{}", upstream.port());
+    let refused = client::connect(
+        proxy.addr(),
+        &authority,
+        Some(&client::basic_auth(&proxy.url())),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.status(), 403);
+    assert_eq!(upstream.connections(), 0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_upstream_with_an_untrusted_certificate_gets_502_and_nothing_sent() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"http/1.1"]).await;
+    // The proxy trusts another test CA, not the upstream's.
+    let stranger = TestPki::new();
+    let proxy = TestProxy::start(POLICY, &stranger, HOSTS).await;
+    let out = curl(
+        &proxy,
+        &["-i"],
+        format!("https://api.test:{}/", upstream.port()),
+    )
+    .await;
+    assert_eq!(out.status, 502, "{out:?}");
+    assert!(
+        out.body.contains("sluice-error: upstream-tls"),
+        "{}",
+        out.body
+    );
+    assert!(upstream.records().is_empty());
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_upstream_gets_504() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"http/1.1"]).await;
+    let proxy = TestProxy::start_with(POLICY, &pki, HOSTS, |config| {
+        config.timeouts.response = Duration::from_millis(500);
+    })
+    .await;
+    let out = curl(
+        &proxy,
+        &["-i"],
+        format!("https://api.test:{}/slow", upstream.port()),
+    )
+    .await;
+    assert_eq!(out.status, 504, "{out:?}");
+    assert!(out.body.contains("sluice-error: upstream-timeout"));
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn passthrough_hosts_are_tunnelled_without_inspection() {
+    let (pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let port = upstream.port();
+    // The client sees the upstream's own certificate: it must trust the upstream's CA,
+    // and sluice's CA would not do.
+    let proxy_url = proxy.url();
+    let upstream_ca = pki.ca_path();
+    let out = tokio::task::spawn_blocking(move || {
+        Curl::new(&proxy_url, &upstream_ca).get(&format!("https://pass.test:{port}/through"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status, 200, "{out:?}");
+    let audit = proxy.stop().await;
+    assert!(
+        audit
+            .iter()
+            .any(|l| is_event(l, "tunnel") && l.contains("pass.test"))
+    );
+}
+
+#[tokio::test]
+async fn shutdown_drains_in_flight_requests() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let url = format!("https://api.test:{}/slow", upstream.port());
+    let proxy_url = proxy.url();
+    let ca = proxy.ca_path();
+    let in_flight = tokio::task::spawn_blocking(move || Curl::new(&proxy_url, &ca).get(&url));
+    // Let the request reach the upstream, then stop.
+    for _ in 0..100 {
+        if !upstream.records().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(upstream.records().len(), 1);
+    let addr = proxy.addr();
+    let audit = proxy.stop().await;
+    let out = in_flight.await.unwrap();
+    assert_eq!(out.status, 200, "the in-flight request completes: {out:?}");
+    assert_eq!(out.body, "slow");
+    assert!(audit.last().is_some_and(|l| is_event(l, "stop")));
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no longer listening"
+    );
+}

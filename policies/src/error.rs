@@ -1,0 +1,553 @@
+//! Every way a declaration, a host name or a secret source can be wrong, and the
+//! diagnostics that carry those problems to the person who wrote the declaration.
+//!
+//! Nothing here ever holds or prints a secret value: variants carry names, YAML paths,
+//! host patterns, lengths and byte classes, never the bytes of a value.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A host name or host pattern that cannot be used.
+///
+/// Returned by [`crate::normalize_host`] and [`crate::HostPattern::parse`]; inside a
+/// declaration it arrives wrapped in [`Problem::Host`] with the entry's position.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The name or pattern was empty (or only a port, or only a dot).
+    #[error("empty host name where a host name was expected")]
+    Empty,
+    /// The name is not a valid DNS name or IP address after IDNA normalisation.
+    #[error("`{host}` is not a valid host name: {reason}")]
+    InvalidName {
+        /// The name as given.
+        host: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A `*` somewhere other than as the whole leftmost label (`*.example.com`).
+    #[error(
+        "`{pattern}` has a `*` that is not the whole leftmost label; only `*.example.com` is a wildcard"
+    )]
+    BadWildcard {
+        /// The pattern as given.
+        pattern: String,
+    },
+    /// A pattern that matches too many hosts: `*`, `*.com`, or a wildcard over a public suffix.
+    #[error("`{pattern}` matches too much: every host under `{suffix}`, which is a public suffix")]
+    TooBroad {
+        /// The pattern as given.
+        pattern: String,
+        /// The public suffix it would open (`*` for the bare wildcard).
+        suffix: String,
+    },
+    /// A `:port` suffix that is not a number from 1 to 65535.
+    #[error("`{pattern}` has port `{port}`, expected a number from 1 to 65535")]
+    BadPort {
+        /// The pattern as given.
+        pattern: String,
+        /// The port text as given.
+        port: String,
+    },
+}
+
+/// Why a secret's real value could not be read at launch.
+///
+/// Every variant names the secret, never its value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// `from: { env: VAR }` named a variable that is not set.
+    #[error(
+        "secret {secret}: environment variable {var} is not set; export it before starting sluice"
+    )]
+    EnvMissing {
+        /// The secret's name.
+        secret: String,
+        /// The variable the declaration names.
+        var: String,
+    },
+    /// `from: { file: PATH }` named a file that cannot be read.
+    #[error("secret {secret}: cannot read file {}: {kind}", path.display())]
+    FileUnreadable {
+        /// The secret's name.
+        secret: String,
+        /// The path, resolved against the declaration's directory.
+        path: PathBuf,
+        /// The I/O error's kind (never its text, which could quote the file).
+        kind: std::io::ErrorKind,
+    },
+    /// The value is shorter than the guard can redact safely.
+    #[error(
+        "secret {secret}: value is {len} bytes, expected at least {min}; a shorter value cannot be redacted safely"
+    )]
+    TooShort {
+        /// The secret's name.
+        secret: String,
+        /// The value's length in bytes.
+        len: usize,
+        /// The minimum length.
+        min: usize,
+    },
+    /// The value holds CR, LF or NUL and the secret may be placed in a header.
+    #[error(
+        "secret {secret}: value holds a {byte} byte and cannot be placed in a header; remove `header` from secrets.{secret}.in"
+    )]
+    UnfitForHeader {
+        /// The secret's name.
+        secret: String,
+        /// `CR`, `LF` or `NUL`.
+        byte: &'static str,
+    },
+    /// No placeholder was minted for this secret: a bug in the caller or in sluice.
+    #[error("secret {secret}: no placeholder was minted for it (this is a bug in sluice)")]
+    NoPlaceholder {
+        /// The secret's name.
+        secret: String,
+    },
+    /// The guard refused the entries (it checks lengths, placeholders and overlaps again;
+    /// its messages name secrets, never values).
+    #[error("the guard refused the secrets: {0}")]
+    Guard(#[from] sluice_guard::GuardError),
+}
+
+/// Whether a diagnostic stops the declaration from loading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Severity {
+    /// The declaration is refused.
+    Error,
+    /// The declaration loads; the writer should look at this.
+    Warning,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        })
+    }
+}
+
+/// One thing wrong with (or worth a second look in) a declaration.
+///
+/// Messages say what arrived and what was expected; [`Problem::help`] says how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Problem {
+    // ---- parse errors (from the YAML reader) ----
+    /// The file is not valid YAML/JSON, or a value has the wrong type.
+    #[error("{message}")]
+    Syntax {
+        /// The reader's message, without its position.
+        message: String,
+    },
+    /// A key the declaration does not define (keys are never ignored).
+    #[error("unknown key `{key}`, expected one of: {expected}")]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+        /// The keys allowed at this place.
+        expected: String,
+    },
+    /// The same key twice in one mapping.
+    #[error("duplicate key `{key}`")]
+    DuplicateKey {
+        /// The key as written.
+        key: String,
+    },
+    /// The file cannot be read, or is not UTF-8 text.
+    #[error("cannot read the declaration: {reason}")]
+    Unreadable {
+        /// Why (an I/O error kind, or "not UTF-8 text").
+        reason: String,
+    },
+    /// The file holds nothing.
+    #[error("the declaration is empty, expected a mapping starting with `version: 1`")]
+    Empty,
+
+    // ---- validation errors ----
+    /// `version:` is absent.
+    #[error("missing `version`, expected `version: 1`")]
+    MissingVersion,
+    /// `version:` is not 1.
+    #[error("version {found} is not supported, expected 1")]
+    UnsupportedVersion {
+        /// The version as written.
+        found: u64,
+    },
+    /// A secret name that is empty or holds control characters.
+    #[error("secret name `{secret}` is not usable, expected letters, digits, `_`, `-` or `.`")]
+    BadSecretName {
+        /// The name, with control characters escaped.
+        secret: String,
+    },
+    /// A `sinks:` entry that is not a sink.
+    #[error(
+        "unknown sink `{found}`, expected one of: prompt, agent, command, params, file, egress"
+    )]
+    UnknownSink {
+        /// The entry as written.
+        found: String,
+    },
+    /// An `in:` entry that is not a location.
+    #[error("unknown location `{found}`, expected one of: header, query, body")]
+    UnknownLocation {
+        /// The entry as written.
+        found: String,
+    },
+    /// A host pattern that cannot be used.
+    #[error("{0}")]
+    Host(HostError),
+    /// A secret with neither `from:` nor `value:`.
+    #[error(
+        "secret {secret} has no source, expected `from: {{ env: VAR }}`, `from: {{ file: PATH }}` or `value:`"
+    )]
+    NoSource {
+        /// The secret's name.
+        secret: String,
+    },
+    /// A secret with two sources (`from:` and `value:`, or `env` and `file`).
+    #[error("secret {secret} has two sources ({first} and {second}), expected exactly one")]
+    TwoSources {
+        /// The secret's name.
+        secret: String,
+        /// The first source key.
+        first: &'static str,
+        /// The second source key.
+        second: &'static str,
+    },
+    /// An empty `from:` path or variable name.
+    #[error("secret {secret}: `from: {{ {key}: }}` is empty, expected a {what}")]
+    EmptySource {
+        /// The secret's name.
+        secret: String,
+        /// `env` or `file`.
+        key: &'static str,
+        /// What belongs there.
+        what: &'static str,
+    },
+    /// A literal value shorter than 8 bytes.
+    #[error("secret {secret}: literal value is {len} bytes, expected at least {min}")]
+    ValueTooShort {
+        /// The secret's name.
+        secret: String,
+        /// The value's length in bytes.
+        len: usize,
+        /// The minimum.
+        min: usize,
+    },
+    /// A literal value holding CR, LF or NUL with a header location.
+    #[error("secret {secret}: literal value holds a {byte} byte, which cannot go in a header")]
+    ValueUnfitForHeader {
+        /// The secret's name.
+        secret: String,
+        /// `CR`, `LF` or `NUL`.
+        byte: &'static str,
+    },
+    /// A fixed placeholder with a character outside `[A-Za-z0-9_]`.
+    #[error("secret {secret}: placeholder holds `{found}`, expected only A-Z, a-z, 0-9 and _")]
+    PlaceholderAlphabet {
+        /// The secret's name.
+        secret: String,
+        /// The first offending character.
+        found: char,
+    },
+    /// A fixed placeholder shorter than 16 characters.
+    #[error("secret {secret}: placeholder is {len} characters, expected at least {min}")]
+    PlaceholderTooShort {
+        /// The secret's name.
+        secret: String,
+        /// Its length.
+        len: usize,
+        /// The minimum.
+        min: usize,
+    },
+    /// Two secrets with the same placeholder (fixed, or minted from names that differ only
+    /// in characters turned into `_`).
+    #[error("secrets {secret} and {other} would share the placeholder `{placeholder}`")]
+    SharedPlaceholder {
+        /// The later secret.
+        secret: String,
+        /// The earlier one.
+        other: String,
+        /// The placeholder, or its minted prefix.
+        placeholder: String,
+    },
+    /// One fixed placeholder contains another, so matching them is ambiguous.
+    #[error("secret {secret}: placeholder contains the placeholder of secret {other}")]
+    PlaceholderContains {
+        /// The secret whose placeholder is the longer.
+        secret: String,
+        /// The secret whose placeholder is inside it.
+        other: String,
+    },
+    /// A secret granted `egress` with no hosts.
+    #[error("secret {secret} is granted egress but names no hosts")]
+    EgressWithoutHosts {
+        /// The secret's name.
+        secret: String,
+    },
+    /// A secret granted `egress` whose hosts are all `passthrough`.
+    #[error(
+        "secret {secret} is granted egress but every host it names is passthrough, where nothing is swapped"
+    )]
+    Unservable {
+        /// The secret's name.
+        secret: String,
+    },
+    /// A secret granted `egress` with `in: []`.
+    #[error("secret {secret} is granted egress with an empty `in:`, so it can be swapped nowhere")]
+    NoLocations {
+        /// The secret's name.
+        secret: String,
+    },
+    /// `header:` names given, but `in:` has no `header`.
+    #[error("secret {secret} lists header names but `in:` does not include header")]
+    HeaderNamesWithoutHeader {
+        /// The secret's name.
+        secret: String,
+    },
+    /// A header name that is not a valid HTTP token.
+    #[error("secret {secret}: `{found}` is not a valid header name")]
+    BadHeaderName {
+        /// The secret's name.
+        secret: String,
+        /// The name as written.
+        found: String,
+    },
+    /// An `allow_ips` entry that is not a CIDR.
+    #[error(
+        "`{found}` is not a CIDR, expected an address with a prefix length such as 127.0.0.1/32 or ::1/128"
+    )]
+    BadCidr {
+        /// The entry as written.
+        found: String,
+    },
+    /// A pattern both verbatim and passthrough.
+    #[error(
+        "`{verbatim}` in egress.verbatim overlaps `{passthrough}` in egress.passthrough; a passthrough host is never inspected"
+    )]
+    VerbatimPassthrough {
+        /// The verbatim pattern.
+        verbatim: String,
+        /// The passthrough pattern.
+        passthrough: String,
+    },
+
+    // ---- lints ----
+    /// A literal `value:` in the declaration.
+    #[error("secret {secret} has a literal value in the declaration{why}")]
+    LiteralValue {
+        /// The secret's name.
+        secret: String,
+        /// Empty, or why it looks like a real credential (never the value).
+        why: String,
+    },
+    /// A secret with no `sinks:` (it gets `[egress]`).
+    #[error("secret {secret} has no `sinks:`, so it gets [egress] only")]
+    NoSinks {
+        /// The secret's name.
+        secret: String,
+    },
+    /// A wildcard grant where the declaration names only a few hosts under it.
+    #[error(
+        "secret {secret}: `{pattern}` grants every host under {suffix}, but the declaration names only {named} there"
+    )]
+    BroadWildcard {
+        /// The secret's name.
+        secret: String,
+        /// The wildcard.
+        pattern: String,
+        /// The wildcard's suffix.
+        suffix: String,
+        /// The exact hosts named under it elsewhere.
+        named: String,
+    },
+    /// A secret host that is also passthrough (the secret is never swapped there).
+    #[error("secret {secret}: host `{host}` is passthrough, so the secret is never swapped there")]
+    PassthroughHost {
+        /// The secret's name.
+        secret: String,
+        /// The host pattern.
+        host: String,
+    },
+    /// `allow_ips` opens the cloud metadata address.
+    #[error("`{cidr}` in egress.allow_ips includes the cloud metadata address {metadata}")]
+    MetadataReachable {
+        /// The CIDR as written.
+        cidr: String,
+        /// The metadata address it covers.
+        metadata: &'static str,
+    },
+}
+
+impl Problem {
+    /// Whether this problem refuses the declaration or only warns.
+    pub fn severity(&self) -> Severity {
+        match self {
+            Problem::LiteralValue { .. }
+            | Problem::NoSinks { .. }
+            | Problem::BroadWildcard { .. }
+            | Problem::PassthroughHost { .. }
+            | Problem::MetadataReachable { .. } => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+
+    /// How to fix it, in one line.
+    pub fn help(&self) -> String {
+        match self {
+            Problem::Syntax { .. } => {
+                "fix the YAML at this position; docs/declaration.md shows the shape of every key".into()
+            }
+            Problem::UnknownKey { key, .. } => {
+                format!("remove `{key}` or rename it to one of the keys listed; keys are never ignored")
+            }
+            Problem::Unreadable { .. } => {
+                "check the path and its permissions; the declaration is YAML or JSON text".into()
+            }
+            Problem::DuplicateKey { key } => format!("keep one `{key}` and delete the other"),
+            Problem::Empty | Problem::MissingVersion => "add `version: 1` as the first line".into(),
+            Problem::UnsupportedVersion { .. } => "write `version: 1`".into(),
+            Problem::BadSecretName { .. } => "rename the secret, e.g. github_token".into(),
+            Problem::UnknownSink { .. } => {
+                "use egress for the proxy's swap, command or file for the launcher, or sinks: [] for redact-only".into()
+            }
+            Problem::UnknownLocation { .. } => "use header, query or body".into(),
+            Problem::Host(HostError::TooBroad { .. }) => {
+                "name the exact hosts, or a wildcard under a domain you control, e.g. `*.example.com`".into()
+            }
+            Problem::Host(HostError::BadPort { .. }) => {
+                "write `host:443`, or leave the port out to match every port".into()
+            }
+            Problem::Host(HostError::BadWildcard { .. }) => {
+                "write the wildcard as `*.example.com`, or list exact hosts".into()
+            }
+            Problem::Host(_) => "write a host name such as api.example.com, optionally with :port".into(),
+            Problem::NoSource { secret } => format!(
+                "add `from: {{ env: VAR }}` (or `from: {{ file: PATH }}`) under secrets.{secret}"
+            ),
+            Problem::TwoSources { .. } => "keep one source and delete the other".into(),
+            Problem::EmptySource { key, what, .. } => format!("write the {what} after `{key}:`"),
+            Problem::ValueTooShort { .. } => {
+                "use the real secret (short values cannot be redacted safely), read from `from: { env: VAR }`".into()
+            }
+            Problem::ValueUnfitForHeader { secret, .. } => {
+                format!("remove `header` from secrets.{secret}.in, or fix the value")
+            }
+            Problem::PlaceholderAlphabet { .. } | Problem::PlaceholderTooShort { .. } => {
+                "use at least 16 characters of A-Z, a-z, 0-9 and _, or delete `placeholder:` to have one minted per run".into()
+            }
+            Problem::SharedPlaceholder { secret, .. } | Problem::PlaceholderContains { secret, .. } => {
+                format!("give secrets.{secret} a distinct placeholder (or rename the secret)")
+            }
+            Problem::EgressWithoutHosts { secret } => format!(
+                "add the hosts the secret is for to secrets.{secret}.hosts, or set `sinks: []` for redact-only"
+            ),
+            Problem::Unservable { secret } => format!(
+                "remove the secret's hosts from egress.passthrough, or drop egress from secrets.{secret}.sinks"
+            ),
+            Problem::NoLocations { secret } => format!(
+                "write `in: [header]` (or query, body) under secrets.{secret}, or set `sinks: []` for redact-only"
+            ),
+            Problem::HeaderNamesWithoutHeader { secret } => {
+                format!("add header to secrets.{secret}.in, or delete secrets.{secret}.header")
+            }
+            Problem::BadHeaderName { .. } => "write a header name such as Authorization or X-Api-Key".into(),
+            Problem::BadCidr { .. } => "write e.g. 127.0.0.1/32, 10.0.0.0/8 or ::1/128".into(),
+            Problem::VerbatimPassthrough { .. } => "keep the host in one of the two lists".into(),
+            Problem::LiteralValue { secret, .. } => format!(
+                "read it at launch instead: `from: {{ env: VAR }}` or `from: {{ file: PATH }}` under secrets.{secret}"
+            ),
+            Problem::NoSinks { .. } => {
+                "write `sinks: [egress]` to say so explicitly (or `sinks: []` for redact-only)".into()
+            }
+            Problem::BroadWildcard { named, .. } => format!("list {named} instead of the wildcard"),
+            Problem::PassthroughHost { .. } => {
+                "remove the host from egress.passthrough if the secret should be swapped there".into()
+            }
+            Problem::MetadataReachable { .. } => {
+                "narrow the CIDR so that it leaves out 169.254.169.254 and fd00:ec2::254".into()
+            }
+        }
+    }
+}
+
+/// A [`Problem`] at a place in a declaration file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file name, as given to [`crate::Policy::parse`] or [`crate::Policy::load`].
+    pub file: String,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column, in characters.
+    pub column: u64,
+    /// The YAML path of the offending entry, e.g. `secrets.github_token.hosts[1]`
+    /// (empty when the YAML reader could not say).
+    pub path: String,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+impl Diagnostic {
+    /// Error or warning.
+    pub fn severity(&self) -> Severity {
+        self.problem.severity()
+    }
+
+    /// Whether this diagnostic refuses the declaration.
+    pub fn is_error(&self) -> bool {
+        self.severity() == Severity::Error
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// `file:line:col: error: path: message` and, on a second line, `  help: fix`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}: ",
+            self.file,
+            self.line,
+            self.column,
+            self.severity()
+        )?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        write!(f, "{}\n  help: {}", self.problem, self.problem.help())
+    }
+}
+
+/// Every diagnostic a declaration produced, errors and warnings, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    /// The diagnostics that refuse the declaration.
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| d.is_error())
+    }
+
+    /// The warnings.
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| !d.is_error())
+    }
+
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.errors().next().is_some()
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for d in &self.0 {
+            writeln!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostics {}

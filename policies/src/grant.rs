@@ -1,0 +1,214 @@
+//! The grant decision: may this secret's real value go to this sink, host and place?
+//! One function, shared by the proxy and the launcher, so the rule is written once.
+//!
+//! A refusal names the secret, the host and the missing grant in words an agent can act
+//! on; it never holds a value. Unknown means refuse.
+
+use crate::host::normalize_host;
+use crate::model::{Location, Sink};
+use crate::policy::Policy;
+
+/// A granted use of a secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permit {
+    /// Index of the secret in [`Policy::secrets`].
+    pub secret_index: usize,
+    /// The sink granted.
+    pub sink: Sink,
+}
+
+/// A refused use of a secret, and the grant that would allow it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No secret of that name is declared.
+    #[error("no secret named {secret} is declared; add it under secrets:")]
+    UnknownSecret {
+        /// The name asked for.
+        secret: String,
+    },
+    /// The secret is redact-only (`sinks: []`).
+    #[error(
+        "secret {secret} is redact-only (sinks: []) and is never swapped; add {sink} to secrets.{secret}.sinks to allow it"
+    )]
+    RedactOnly {
+        /// The secret.
+        secret: String,
+        /// The sink asked for.
+        sink: Sink,
+    },
+    /// The secret is not granted this sink.
+    #[error("secret {secret} is not granted the {sink} sink; add {sink} to secrets.{secret}.sinks")]
+    SinkNotGranted {
+        /// The secret.
+        secret: String,
+        /// The sink asked for.
+        sink: Sink,
+    },
+    /// The host is not a valid host name.
+    #[error("host `{host}` is not a valid host name, so secret {secret} is not sent there")]
+    InvalidHost {
+        /// The secret.
+        secret: String,
+        /// The host as given.
+        host: String,
+    },
+    /// The secret is not granted toward this host and port.
+    #[error(
+        "secret {secret} is not granted to host {host} (port {port}); add it to secrets.{secret}.hosts"
+    )]
+    HostNotGranted {
+        /// The secret.
+        secret: String,
+        /// The normalised host.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// The host is passthrough: never inspected, so never swapped.
+    #[error(
+        "host {host} is passthrough (tunnelled without inspection), so secret {secret} is never swapped there; remove it from egress.passthrough"
+    )]
+    Passthrough {
+        /// The secret.
+        secret: String,
+        /// The normalised host.
+        host: String,
+    },
+    /// The secret may not be placed in this part of the request.
+    #[error(
+        "secret {secret} may not be placed in the {place} toward {host}; add {place} to secrets.{secret}.in"
+    )]
+    PlaceNotGranted {
+        /// The secret.
+        secret: String,
+        /// The normalised host.
+        host: String,
+        /// `header`, `query` or `body`.
+        place: &'static str,
+    },
+    /// The secret may go in headers, but not this one.
+    #[error(
+        "secret {secret} may not be placed in header {header} toward {host}; add {header} to secrets.{secret}.header"
+    )]
+    HeaderNotGranted {
+        /// The secret.
+        secret: String,
+        /// The normalised host.
+        host: String,
+        /// The header name, lowercased.
+        header: String,
+    },
+}
+
+impl Refusal {
+    /// A short stable code for audit logs and `sluice-error` headers.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::UnknownSecret { .. } => "unknown_secret",
+            Refusal::RedactOnly { .. } => "redact_only",
+            Refusal::SinkNotGranted { .. } => "sink_not_granted",
+            Refusal::InvalidHost { .. } => "invalid_host",
+            Refusal::HostNotGranted { .. } => "host_not_granted",
+            Refusal::Passthrough { .. } => "passthrough_host",
+            Refusal::PlaceNotGranted { .. } => "location_not_granted",
+            Refusal::HeaderNotGranted { .. } => "header_not_granted",
+        }
+    }
+}
+
+impl Policy {
+    /// The grant decision: may `secret`'s real value go to `sink`?
+    ///
+    /// For [`Sink::Egress`], `host` (normalised here) and `port` must match one of the
+    /// secret's hosts, the host must not be passthrough, and `location` must be in the
+    /// secret's `in:` (and, for a header, in `header:` when given). For every other sink
+    /// only the sink is checked; `host`, `port` and `location` are ignored.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] naming the missing grant.
+    pub fn may(
+        &self,
+        secret: &str,
+        sink: Sink,
+        host: &str,
+        port: u16,
+        location: &Location,
+    ) -> Result<Permit, Refusal> {
+        let permit = self.may_sink(secret, sink)?;
+        if sink != Sink::Egress {
+            return Ok(permit);
+        }
+        let decl = &self.secrets[permit.secret_index];
+        let name = || decl.name.clone();
+        let host = normalize_host(host).map_err(|_| Refusal::InvalidHost {
+            secret: name(),
+            host: host.to_owned(),
+        })?;
+        if !decl.hosts.iter().any(|p| p.matches_normalized(&host, port)) {
+            return Err(Refusal::HostNotGranted {
+                secret: name(),
+                host,
+                port,
+            });
+        }
+        if self
+            .passthrough()
+            .iter()
+            .any(|p| p.matches_normalized(&host, port))
+        {
+            return Err(Refusal::Passthrough {
+                secret: name(),
+                host,
+            });
+        }
+        let place = location.place();
+        if !decl.locations.contains(&place) {
+            return Err(Refusal::PlaceNotGranted {
+                secret: name(),
+                host,
+                place: place.as_str(),
+            });
+        }
+        if let (Location::Header(header), Some(names)) = (location, &decl.header_names) {
+            let header = header.to_ascii_lowercase();
+            if !names.contains(&header) {
+                return Err(Refusal::HeaderNotGranted {
+                    secret: name(),
+                    host,
+                    header,
+                });
+            }
+        }
+        Ok(permit)
+    }
+
+    /// The sink half of [`Policy::may`]: whether `secret` is granted `sink` at all. The
+    /// launcher asks this for [`Sink::Command`] and [`Sink::File`].
+    ///
+    /// # Errors
+    ///
+    /// [`Refusal::UnknownSecret`], [`Refusal::RedactOnly`] or [`Refusal::SinkNotGranted`].
+    pub fn may_sink(&self, secret: &str, sink: Sink) -> Result<Permit, Refusal> {
+        let Some(secret_index) = self.secrets.iter().position(|s| s.name == secret) else {
+            return Err(Refusal::UnknownSecret {
+                secret: secret.to_owned(),
+            });
+        };
+        let decl = &self.secrets[secret_index];
+        if decl.sinks.is_empty() {
+            return Err(Refusal::RedactOnly {
+                secret: decl.name.clone(),
+                sink,
+            });
+        }
+        if !decl.sinks.contains(&sink) {
+            return Err(Refusal::SinkNotGranted {
+                secret: decl.name.clone(),
+                sink,
+            });
+        }
+        Ok(Permit { secret_index, sink })
+    }
+}

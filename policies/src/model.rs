@@ -1,0 +1,236 @@
+//! The compiled vocabulary of a declaration: sinks, locations, sources and one secret's
+//! grants, as the proxy and the launcher read them.
+//!
+//! A literal value lives here in a zeroizing buffer whose `Debug` prints nothing of it.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use zeroize::Zeroizing;
+
+use crate::host::HostPattern;
+
+/// Where a secret's real value may go (the secret-boundary model).
+///
+/// The proxy enforces [`Sink::Egress`]; the launcher enforces [`Sink::Command`] and
+/// [`Sink::File`]; the others are for host engines that embed this crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Sink {
+    /// Into a model prompt.
+    Prompt,
+    /// Into the agent's own context.
+    Agent,
+    /// Into the launched command's environment (the sandbox sees the value).
+    Command,
+    /// Into tool-call parameters.
+    Params,
+    /// Into a 0600 file in a directory the run owns (the sandbox sees the value).
+    File,
+    /// Swapped by the proxy into requests toward the granted hosts (the sandbox never sees it).
+    Egress,
+}
+
+impl Sink {
+    /// Every sink, in declaration-reference order.
+    pub const ALL: [Sink; 6] = [
+        Sink::Prompt,
+        Sink::Agent,
+        Sink::Command,
+        Sink::Params,
+        Sink::File,
+        Sink::Egress,
+    ];
+
+    /// The name used in declarations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sink::Prompt => "prompt",
+            Sink::Agent => "agent",
+            Sink::Command => "command",
+            Sink::Params => "params",
+            Sink::File => "file",
+            Sink::Egress => "egress",
+        }
+    }
+
+    /// Parses a declaration name (lowercase only).
+    pub fn from_name(name: &str) -> Option<Sink> {
+        Sink::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl fmt::Display for Sink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A part of a request a secret's `in:` may grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    /// A header value (optionally only the names in `header:`).
+    Header,
+    /// The URL's query string.
+    Query,
+    /// The request body.
+    Body,
+}
+
+impl Place {
+    /// Every place.
+    pub const ALL: [Place; 3] = [Place::Header, Place::Query, Place::Body];
+
+    /// The name used in declarations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Place::Header => "header",
+            Place::Query => "query",
+            Place::Body => "body",
+        }
+    }
+
+    /// Parses a declaration name (lowercase only).
+    pub fn from_name(name: &str) -> Option<Place> {
+        Place::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where in a request a placeholder was found.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Location {
+    /// In the value of this header (name lowercased; compared lowercased anyway).
+    Header(String),
+    /// In the query string.
+    Query,
+    /// In the body.
+    Body,
+}
+
+impl Location {
+    /// The kind of place, without the header name.
+    pub fn place(&self) -> Place {
+        match self {
+            Location::Header(_) => Place::Header,
+            Location::Query => Place::Query,
+            Location::Body => Place::Body,
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    /// The audit log's form: `header:authorization`, `query`, `body`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Header(name) => write!(f, "header:{}", name.to_ascii_lowercase()),
+            Location::Query => f.write_str("query"),
+            Location::Body => f.write_str("body"),
+        }
+    }
+}
+
+/// A literal value from the declaration. Zeroized on drop; `Debug` prints no byte of it.
+pub struct Literal(pub(crate) Zeroizing<Vec<u8>>);
+
+impl fmt::Debug for Literal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Literal(<{} bytes redacted>)", self.0.len())
+    }
+}
+
+/// Where a secret's real value is read at launch.
+#[derive(Debug)]
+pub enum Source {
+    /// `from: { env: VAR }`.
+    Env(String),
+    /// `from: { file: PATH }`, resolved against the declaration's directory when relative
+    /// and the declaration was loaded from a file. One trailing newline is trimmed.
+    File(PathBuf),
+    /// `value:` in the declaration itself.
+    Literal(Literal),
+}
+
+/// One secret's declaration, compiled.
+#[derive(Debug)]
+pub struct SecretDecl {
+    pub(crate) name: String,
+    pub(crate) hosts: Vec<HostPattern>,
+    pub(crate) sinks: Vec<Sink>,
+    pub(crate) sinks_explicit: bool,
+    pub(crate) locations: Vec<Place>,
+    pub(crate) header_names: Option<Vec<String>>,
+    pub(crate) placeholder: Option<String>,
+    pub(crate) source: Source,
+}
+
+impl SecretDecl {
+    /// The secret's name (the key under `secrets:`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The hosts it is granted toward (also reachable by construction).
+    pub fn hosts(&self) -> &[HostPattern] {
+        &self.hosts
+    }
+
+    /// Its sinks; `[Egress]` when the declaration wrote none, empty when redact-only.
+    pub fn sinks(&self) -> &[Sink] {
+        &self.sinks
+    }
+
+    /// Whether `sinks:` was written (false means the `[egress]` default applied).
+    pub fn sinks_explicit(&self) -> bool {
+        self.sinks_explicit
+    }
+
+    /// Whether it is granted `sink`.
+    pub fn grants(&self, sink: Sink) -> bool {
+        self.sinks.contains(&sink)
+    }
+
+    /// Whether it is redact-only (`sinks: []`): redacted everywhere, swapped nowhere.
+    pub fn is_redact_only(&self) -> bool {
+        self.sinks.is_empty()
+    }
+
+    /// The request parts `in:` grants (default `[Header]`).
+    pub fn locations(&self) -> &[Place] {
+        &self.locations
+    }
+
+    /// The header names `header:` allows, lowercased; `None` means any header.
+    pub fn header_names(&self) -> Option<&[String]> {
+        self.header_names.as_deref()
+    }
+
+    /// The fixed `placeholder:`, when the declaration gives one.
+    pub fn fixed_placeholder(&self) -> Option<&str> {
+        self.placeholder.as_deref()
+    }
+
+    /// Where its value is read.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+}
+
+/// The name used in a minted placeholder: the secret's name, uppercased, with every
+/// character outside `[A-Za-z0-9_]` turned into `_`.
+pub fn placeholder_name(secret: &str) -> String {
+    secret
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

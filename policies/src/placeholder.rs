@@ -1,0 +1,86 @@
+//! Per-run placeholders: `SLUICE_<NAME>_<nonce>` for each secret without a fixed
+//! `placeholder:`, the nonce drawn from the operating system's random source.
+//!
+//! A placeholder is not a secret; this module never sees a value.
+
+use crate::model::placeholder_name;
+use crate::policy::Policy;
+
+/// Random bytes per minted nonce: 96 bits, above the 64 the contract asks.
+pub const NONCE_BYTES: usize = 12;
+
+/// The placeholders of one run, one per secret, in declaration order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placeholders {
+    entries: Vec<(String, String)>,
+}
+
+impl Placeholders {
+    /// The placeholder of the secret named `secret`.
+    pub fn get(&self, secret: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|(name, _)| name == secret)
+            .map(|(_, p)| p.as_str())
+    }
+
+    /// `(secret name, placeholder)` pairs, in declaration order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(n, p)| (n.as_str(), p.as_str()))
+    }
+
+    /// How many placeholders there are.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Why placeholders could not be minted.
+#[derive(Debug, thiserror::Error)]
+#[error("the operating system's random source failed: {0}")]
+pub struct MintError(getrandom::Error);
+
+impl Policy {
+    /// Mints this run's placeholders: the fixed `placeholder:` where the declaration gives
+    /// one, otherwise `SLUICE_<NAME>_<nonce>` with NAME the secret's name uppercased and
+    /// every character outside `[A-Za-z0-9_]` turned into `_`, and the nonce
+    /// [`NONCE_BYTES`] random bytes in lowercase hex, drawn anew for each secret and run.
+    ///
+    /// # Errors
+    ///
+    /// [`MintError`] when the operating system's random source fails.
+    pub fn try_mint_placeholders(&self) -> Result<Placeholders, MintError> {
+        let mut entries = Vec::with_capacity(self.secrets.len());
+        for secret in &self.secrets {
+            let placeholder = match &secret.placeholder {
+                Some(fixed) => fixed.clone(),
+                None => {
+                    let mut nonce = [0u8; NONCE_BYTES];
+                    getrandom::fill(&mut nonce).map_err(MintError)?;
+                    format!(
+                        "SLUICE_{}_{}",
+                        placeholder_name(&secret.name),
+                        hex::encode(nonce)
+                    )
+                }
+            };
+            entries.push((secret.name.clone(), placeholder));
+        }
+        Ok(Placeholders { entries })
+    }
+
+    /// Like [`Policy::try_mint_placeholders`].
+    ///
+    /// # Panics
+    ///
+    /// When the operating system's random source fails; a run cannot go on without it.
+    pub fn mint_placeholders(&self) -> Placeholders {
+        self.try_mint_placeholders()
+            .expect("the operating system's random source must work to mint placeholders")
+    }
+}

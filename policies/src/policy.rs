@@ -1,0 +1,313 @@
+//! The compiled declaration: [`Policy`], loaded once per run and shared read-only by the
+//! proxy and the launcher; and the egress decision ([`Policy::reach`]).
+//!
+//! Loading reads one file; nothing here touches the network.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use ipnet::IpNet;
+use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+use crate::error::{Diagnostic, Diagnostics, HostError, Problem};
+use crate::host::{HostPattern, normalize_host};
+use crate::model::SecretDecl;
+use crate::raw::RawDeclaration;
+use crate::validate::{Validated, validate};
+
+/// A declaration that passed validation: immutable, `Send + Sync`, shared in an `Arc`.
+///
+/// # Example
+///
+/// ```
+/// use sluice_policies::{Location, Policy, Reach, Sink};
+///
+/// let yaml = "version: 1
+/// secrets:
+///   github_token:
+///     from: { env: GITHUB_TOKEN }
+///     hosts: [api.github.com]
+///     sinks: [egress]
+/// ";
+/// let loaded = Policy::parse(yaml, "policy.yaml").expect("valid");
+/// let policy = loaded.policy;
+/// assert!(matches!(policy.reach("API.GitHub.com.", 443), Reach::Intercept));
+/// assert!(matches!(policy.reach("evil.example", 443), Reach::Denied(_)));
+/// let auth = Location::Header("authorization".into());
+/// assert!(policy.may("github_token", Sink::Egress, "api.github.com", 443, &auth).is_ok());
+/// assert!(policy.may("github_token", Sink::Egress, "evil.example", 443, &auth).is_err());
+/// ```
+#[derive(Debug)]
+pub struct Policy {
+    pub(crate) secrets: Vec<SecretDecl>,
+    allow: Vec<HostPattern>,
+    verbatim: Vec<HostPattern>,
+    passthrough: Vec<HostPattern>,
+    allow_ips: Vec<IpNet>,
+    sha256: String,
+}
+
+/// A policy and the warnings its declaration produced.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The compiled policy.
+    pub policy: Policy,
+    /// Lints: the declaration loads, but these deserve a look.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// What the proxy may do with a connection to a host and port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Reachable, and terminated with the run CA for inspection.
+    Intercept,
+    /// Reachable, tunnelled without inspection (no swap, no redaction).
+    Passthrough,
+    /// Not reachable.
+    Denied(Denied),
+}
+
+/// Why a host is not reachable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    /// No secret grants the host and `egress` does not list it.
+    #[error(
+        "host {host} (port {port}) is not reachable; add it to egress.allow, or to the hosts of the secret meant for it"
+    )]
+    NotAllowed {
+        /// The normalised host.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// The host is not a valid name.
+    #[error("host `{host}` is not a valid host name: {error}")]
+    InvalidHost {
+        /// The host as given.
+        host: String,
+        /// Why.
+        error: HostError,
+    },
+}
+
+impl Policy {
+    /// Reads and validates a declaration file. Relative `from: { file: }` paths are taken
+    /// from the file's directory.
+    ///
+    /// # Errors
+    ///
+    /// Every diagnostic (errors and warnings) when the file cannot be read or holds an
+    /// error; a file that cannot be read is one diagnostic at line 1.
+    pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
+        let name = path.display().to_string();
+        let bytes = match std::fs::read(path) {
+            Ok(b) => Zeroizing::new(b),
+            Err(e) => {
+                return Err(Diagnostics(vec![Diagnostic {
+                    file: name,
+                    line: 1,
+                    column: 1,
+                    path: String::new(),
+                    problem: Problem::Unreadable {
+                        reason: e.kind().to_string(),
+                    },
+                }]));
+            }
+        };
+        let Ok(source) = std::str::from_utf8(&bytes) else {
+            return Err(Diagnostics(vec![Diagnostic {
+                file: name,
+                line: 1,
+                column: 1,
+                path: String::new(),
+                problem: Problem::Unreadable {
+                    reason: "not UTF-8 text, expected YAML or JSON".into(),
+                },
+            }]));
+        };
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        Self::parse_in(source, &name, dir)
+    }
+
+    /// Validates a declaration held in memory; `file_name` is used in diagnostics.
+    /// Relative `from: { file: }` paths stay relative to the working directory.
+    ///
+    /// # Errors
+    ///
+    /// Every diagnostic (errors and warnings) when the declaration holds an error.
+    pub fn parse(source: &str, file_name: &str) -> Result<Loaded, Diagnostics> {
+        Self::parse_in(source, file_name, None)
+    }
+
+    fn parse_in(source: &str, file_name: &str, dir: Option<&Path>) -> Result<Loaded, Diagnostics> {
+        let raw: RawDeclaration = match serde_saphyr::from_str(source) {
+            Ok(raw) => raw,
+            Err(e) => return Err(Diagnostics(vec![parse_error(&e, file_name)])),
+        };
+        let (validated, diagnostics) = validate(raw, file_name, dir);
+        let Some(Validated {
+            secrets,
+            allow,
+            verbatim,
+            passthrough,
+            allow_ips,
+        }) = validated
+        else {
+            return Err(Diagnostics(diagnostics));
+        };
+        let sha256 = hex::encode(Sha256::digest(source.as_bytes()));
+        Ok(Loaded {
+            policy: Policy {
+                secrets,
+                allow,
+                verbatim,
+                passthrough,
+                allow_ips,
+                sha256,
+            },
+            warnings: diagnostics,
+        })
+    }
+
+    /// SHA-256 of the declaration's bytes, lowercase hex, for the audit log's start record.
+    pub fn sha256_hex(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The secrets, in declaration order.
+    pub fn secrets(&self) -> &[SecretDecl] {
+        &self.secrets
+    }
+
+    /// The secret named `name`.
+    pub fn secret(&self, name: &str) -> Option<&SecretDecl> {
+        self.secrets.iter().find(|s| s.name == name)
+    }
+
+    /// `egress.allow`.
+    pub fn allow(&self) -> &[HostPattern] {
+        &self.allow
+    }
+
+    /// `egress.verbatim`.
+    pub fn verbatim(&self) -> &[HostPattern] {
+        &self.verbatim
+    }
+
+    /// `egress.passthrough`.
+    pub fn passthrough(&self) -> &[HostPattern] {
+        &self.passthrough
+    }
+
+    /// The egress decision for a CONNECT (or plain-HTTP) target. `host` is normalised
+    /// here. Passthrough wins over interception; a host is reachable when a secret grants
+    /// it or `egress.allow`, `egress.verbatim` or `egress.passthrough` lists it; anything
+    /// else is denied.
+    pub fn reach(&self, host: &str, port: u16) -> Reach {
+        let normalized = match normalize_host(host) {
+            Ok(h) => h,
+            Err(error) => {
+                return Reach::Denied(Denied::InvalidHost {
+                    host: host.to_owned(),
+                    error,
+                });
+            }
+        };
+        let hit =
+            |list: &[HostPattern]| list.iter().any(|p| p.matches_normalized(&normalized, port));
+        if hit(&self.passthrough) {
+            return Reach::Passthrough;
+        }
+        if hit(&self.allow) || hit(&self.verbatim) || self.secrets.iter().any(|s| hit(&s.hosts)) {
+            return Reach::Intercept;
+        }
+        Reach::Denied(Denied::NotAllowed {
+            host: normalized,
+            port,
+        })
+    }
+
+    /// Whether ungranted placeholders toward this host are forwarded unchanged (and
+    /// audited) instead of refused.
+    pub fn is_verbatim(&self, host: &str, port: u16) -> bool {
+        normalize_host(host)
+            .map(|h| self.verbatim.iter().any(|p| p.matches_normalized(&h, port)))
+            .unwrap_or(false)
+    }
+
+    /// `egress.allow_ips`: private, loopback or link-local networks that may be dialled.
+    pub fn allow_ips(&self) -> &[IpNet] {
+        &self.allow_ips
+    }
+
+    /// Whether `ip` is inside one of `egress.allow_ips`.
+    pub fn ip_allowed(&self, ip: IpAddr) -> bool {
+        self.allow_ips.iter().any(|net| net.contains(&ip))
+    }
+
+    /// Every reachable pattern that is not wholly passthrough (each secret's hosts,
+    /// `egress.allow`, `egress.verbatim`), deduplicated: the names the run CA may sign for.
+    pub fn intercepted_hosts(&self) -> Vec<HostPattern> {
+        let mut out: Vec<HostPattern> = self
+            .secrets
+            .iter()
+            .flat_map(|s| s.hosts.iter())
+            .chain(&self.allow)
+            .chain(&self.verbatim)
+            .filter(|p| !self.passthrough.contains(p))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Turns a YAML reader error into a diagnostic with a position and a fix.
+fn parse_error(e: &serde_saphyr::Error, file: &str) -> Diagnostic {
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line().max(1), l.column().max(1)))
+        .unwrap_or((1, 1));
+    let mut message = e.without_snippet().to_string();
+    if let Some(m) = message.strip_suffix(&format!(" at line {line}, column {column}")) {
+        message = m.to_owned();
+    }
+    let problem = if let Some(rest) = message.strip_prefix("unknown field `") {
+        let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let expected = expected
+            .trim_start_matches(',')
+            .trim()
+            .trim_start_matches("expected ")
+            .trim_start_matches("one of ")
+            .replace('`', "");
+        Problem::UnknownKey {
+            key: key.to_owned(),
+            expected: if expected.is_empty() {
+                "(none)".into()
+            } else {
+                expected
+            },
+        }
+    } else if let Some(rest) = message.strip_prefix("duplicate mapping key: ") {
+        let key = rest
+            .split(", set DuplicateKeyPolicy")
+            .next()
+            .unwrap_or(rest);
+        Problem::DuplicateKey {
+            key: key.to_owned(),
+        }
+    } else if message.starts_with("unexpected end of input") && line == 1 && column == 1 {
+        Problem::Empty
+    } else {
+        Problem::Syntax { message }
+    };
+    Diagnostic {
+        file: file.to_owned(),
+        line,
+        column,
+        path: String::new(),
+        problem,
+    }
+}

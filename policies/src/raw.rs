@@ -1,0 +1,95 @@
+//! The declaration exactly as written: a serde model that refuses unknown keys and keeps
+//! the line and column of every value, for validation to point at.
+//!
+//! Nothing here interprets a value; a literal secret value is held in a zeroizing
+//! buffer that never prints.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{MapAccess, Visitor};
+use serde_saphyr::Spanned;
+use zeroize::Zeroizing;
+
+/// A list of strings, each with its position, and the list's own position.
+pub(crate) type SpannedList = Spanned<Vec<Spanned<String>>>;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDeclaration {
+    pub(crate) version: Option<Spanned<u64>>,
+    pub(crate) secrets: Option<Spanned<RawSecrets>>,
+    pub(crate) egress: Option<Spanned<RawEgress>>,
+}
+
+/// `secrets:` in file order, each name with its position.
+#[derive(Debug, Default)]
+pub(crate) struct RawSecrets(pub(crate) Vec<(Spanned<String>, Spanned<RawSecret>)>);
+
+impl<'de> Deserialize<'de> for RawSecrets {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SecretsVisitor;
+        impl<'de> Visitor<'de> for SecretsVisitor {
+            type Value = RawSecrets;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping from secret names to secret declarations")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawSecrets, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    out.push(entry);
+                }
+                Ok(RawSecrets(out))
+            }
+        }
+        d.deserialize_map(SecretsVisitor)
+    }
+}
+
+/// One secret.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSecret {
+    pub(crate) from: Option<Spanned<RawFrom>>,
+    pub(crate) value: Option<Spanned<RawValue>>,
+    pub(crate) hosts: Option<SpannedList>,
+    pub(crate) sinks: Option<SpannedList>,
+    #[serde(rename = "in")]
+    pub(crate) locations: Option<SpannedList>,
+    pub(crate) header: Option<SpannedList>,
+    pub(crate) placeholder: Option<Spanned<String>>,
+}
+
+/// `from: { env: VAR }` or `from: { file: PATH }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFrom {
+    pub(crate) env: Option<Spanned<String>>,
+    pub(crate) file: Option<Spanned<String>>,
+}
+
+/// A literal secret value: zeroized on drop, never printed.
+pub(crate) struct RawValue(pub(crate) Zeroizing<String>);
+
+impl fmt::Debug for RawValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RawValue(<redacted>)")
+    }
+}
+
+impl<'de> Deserialize<'de> for RawValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|s| RawValue(Zeroizing::new(s)))
+    }
+}
+
+/// `egress:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEgress {
+    pub(crate) allow: Option<SpannedList>,
+    pub(crate) verbatim: Option<SpannedList>,
+    pub(crate) passthrough: Option<SpannedList>,
+    pub(crate) allow_ips: Option<SpannedList>,
+}

@@ -1,0 +1,135 @@
+//! Reading each secret's real value at launch, from the environment, a file, or the
+//! declaration's literal, and checking it before the guard is built.
+//!
+//! Values go straight into zeroizing buffers; errors name the secret, never the value.
+
+use std::fmt;
+
+use sluice_guard::{Guard, Placeholder, SecretValue};
+use zeroize::Zeroizing;
+
+use crate::error::SourceError;
+use crate::model::{Place, Sink, Source};
+use crate::placeholder::Placeholders;
+use crate::policy::Policy;
+use crate::validate::{MIN_VALUE_LEN, header_unfit_byte};
+
+/// One secret ready for the guard: name, this run's placeholder, and the real value.
+///
+/// `Debug` prints the name and placeholder only.
+pub struct ResolvedSecret {
+    /// The secret's name.
+    pub name: String,
+    /// This run's placeholder.
+    pub placeholder: String,
+    /// The real value, zeroized on drop.
+    pub value: Zeroizing<Vec<u8>>,
+}
+
+impl fmt::Debug for ResolvedSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolvedSecret")
+            .field("name", &self.name)
+            .field("placeholder", &self.placeholder)
+            .field("value", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Policy {
+    /// Reads every secret's value: `env` from the process environment (bytes as they are),
+    /// `file` with one trailing newline (`\n` or `\r\n`) trimmed, `value` as written; then
+    /// checks each is at least 8 bytes and, where the secret may be swapped into a header,
+    /// free of CR, LF and NUL.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SourceError`], naming the secret and never its value.
+    pub fn resolve(&self, placeholders: &Placeholders) -> Result<Vec<ResolvedSecret>, SourceError> {
+        let mut out = Vec::with_capacity(self.secrets.len());
+        for secret in &self.secrets {
+            let name = secret.name.clone();
+            let value: Zeroizing<Vec<u8>> = match &secret.source {
+                Source::Env(var) => match std::env::var_os(var) {
+                    Some(v) => Zeroizing::new(os_bytes(v)),
+                    None => {
+                        return Err(SourceError::EnvMissing {
+                            secret: name,
+                            var: var.clone(),
+                        });
+                    }
+                },
+                Source::File(path) => {
+                    let mut bytes = Zeroizing::new(std::fs::read(path).map_err(|e| {
+                        SourceError::FileUnreadable {
+                            secret: name.clone(),
+                            path: path.clone(),
+                            kind: e.kind(),
+                        }
+                    })?);
+                    if bytes.last() == Some(&b'\n') {
+                        bytes.pop();
+                        if bytes.last() == Some(&b'\r') {
+                            bytes.pop();
+                        }
+                    }
+                    bytes
+                }
+                Source::Literal(lit) => Zeroizing::new(lit.0.to_vec()),
+            };
+            if value.len() < MIN_VALUE_LEN {
+                return Err(SourceError::TooShort {
+                    secret: name,
+                    len: value.len(),
+                    min: MIN_VALUE_LEN,
+                });
+            }
+            if secret.grants(Sink::Egress)
+                && secret.locations.contains(&Place::Header)
+                && let Some(byte) = header_unfit_byte(&value)
+            {
+                return Err(SourceError::UnfitForHeader { secret: name, byte });
+            }
+            let Some(placeholder) = placeholders.get(&name) else {
+                return Err(SourceError::NoPlaceholder { secret: name });
+            };
+            out.push(ResolvedSecret {
+                placeholder: placeholder.to_owned(),
+                name,
+                value,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl Policy {
+    /// Reads every secret's value ([`Policy::resolve`]) and builds the run's guard over
+    /// the placeholders and values, in declaration order (so a secret's
+    /// [`sluice_guard::SecretId`] index is its index in [`Policy::secrets`]).
+    ///
+    /// # Errors
+    ///
+    /// The first [`SourceError`]; [`SourceError::Guard`] when the guard refuses the
+    /// entries (it names the secret, never the value).
+    pub fn build_guard(&self, placeholders: &Placeholders) -> Result<Guard, SourceError> {
+        let mut builder = Guard::builder();
+        for mut secret in self.resolve(placeholders)? {
+            let placeholder = Placeholder::parse(&secret.placeholder)?;
+            let value = SecretValue::new(std::mem::take(&mut *secret.value));
+            builder.add(secret.name.clone(), placeholder, value)?;
+        }
+        Ok(builder.build()?)
+    }
+}
+
+#[cfg(unix)]
+fn os_bytes(v: std::ffi::OsString) -> Vec<u8> {
+    use std::os::unix::ffi::OsStringExt;
+    v.into_vec()
+}
+
+#[cfg(not(unix))]
+fn os_bytes(v: std::ffi::OsString) -> Vec<u8> {
+    v.to_string_lossy().into_owned().into_bytes()
+}

@@ -1,0 +1,217 @@
+//! The tunnel's target, and the check that every request inside a tunnel names it.
+//!
+//! Grants are decided on the CONNECT host. A request whose `Host`, `:authority` or
+//! absolute-form target names another host would otherwise carry a placeholder swapped
+//! for one host to another (HTTP/2 connection coalescing does exactly this), so it gets
+//! `421 Misdirected Request` and nothing is dialled.
+
+use http::{HeaderMap, Uri, header::HOST, uri::Authority};
+use sluice_policies::normalize_host;
+
+use crate::refusal::Refusal;
+
+/// A normalised `host:port`: the CONNECT target of a tunnel, or an absolute-form target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// Lowercased, without a trailing dot, IDNA-normalised; IPv6 without brackets.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+impl Target {
+    /// Parses an authority (`host:port`, or `host` with `default_port`), normalising the host.
+    pub fn parse(authority: &Authority, default_port: Option<u16>) -> Result<Self, Refusal> {
+        let port = match (authority.port_u16(), default_port) {
+            (Some(port), _) | (None, Some(port)) => port,
+            (None, None) => {
+                return Err(Refusal::bad_request(format!(
+                    "{authority} has no port; CONNECT needs host:port"
+                )));
+            }
+        };
+        if port == 0 {
+            return Err(Refusal::bad_request(format!(
+                "{authority}: port 0 is not a port"
+            )));
+        }
+        if authority.as_str().contains('@') {
+            return Err(Refusal::bad_request(format!(
+                "{authority}: userinfo is not allowed in an authority"
+            )));
+        }
+        let raw = authority.host();
+        let bare = raw.trim_start_matches('[').trim_end_matches(']');
+        let host = normalize_host(bare)
+            .map_err(|e| Refusal::bad_request(format!("{raw} is not a valid host name: {e}")))?;
+        Ok(Self { host, port })
+    }
+
+    /// The target of a CONNECT request (authority-form, port required).
+    pub fn from_connect(uri: &Uri) -> Result<Self, Refusal> {
+        match (uri.authority(), uri.scheme(), uri.path_and_query()) {
+            (Some(authority), None, None) => Self::parse(authority, None),
+            _ => Err(Refusal::bad_request(format!(
+                "CONNECT target {uri} is not in host:port form"
+            ))),
+        }
+    }
+
+    /// `host:port` as a URI authority, with IPv6 in brackets.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.authority())
+    }
+}
+
+/// Checks that a request inside a TLS tunnel to `tunnel` names the tunnel's host and port
+/// in its target and in its `Host` header (when either is present; HTTP/1.1 needs one).
+pub fn check(uri: &Uri, headers: &HeaderMap, tunnel: &Target) -> Result<(), Refusal> {
+    let mut named = false;
+    if let Some(authority) = uri.authority() {
+        match uri.scheme_str() {
+            Some("https") | None => {}
+            Some(other) => {
+                return Err(Refusal::bad_request(format!(
+                    "a request inside a TLS tunnel cannot use scheme {other}"
+                )));
+            }
+        }
+        same_target(authority, tunnel)?;
+        named = true;
+    }
+    let mut hosts = headers.get_all(HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => {
+            return Err(Refusal::bad_request("more than one Host header"));
+        }
+        (Some(value), None) => {
+            let authority = value
+                .to_str()
+                .ok()
+                .and_then(|s| s.parse::<Authority>().ok())
+                .ok_or_else(|| Refusal::bad_request("the Host header is not a valid authority"))?;
+            same_target(&authority, tunnel)?;
+            named = true;
+        }
+        (None, _) => {}
+    }
+    if named {
+        Ok(())
+    } else {
+        Err(Refusal::bad_request(
+            "the request names no host (no Host header, no :authority)",
+        ))
+    }
+}
+
+fn same_target(authority: &Authority, tunnel: &Target) -> Result<(), Refusal> {
+    let named = Target::parse(authority, Some(443))?;
+    if &named == tunnel {
+        Ok(())
+    } else {
+        Err(Refusal::misdirected(
+            &named.authority(),
+            &tunnel.authority(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderValue, StatusCode};
+
+    fn tunnel() -> Target {
+        Target::from_connect(&"API.Example.com.:443".parse().unwrap()).unwrap()
+    }
+
+    fn host(value: &str) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(HOST, HeaderValue::from_str(value).unwrap());
+        map
+    }
+
+    #[test]
+    fn connect_target_is_normalised() {
+        assert_eq!(
+            tunnel(),
+            Target {
+                host: "api.example.com".into(),
+                port: 443
+            }
+        );
+        assert!(Target::from_connect(&"api.example.com".parse().unwrap()).is_err());
+        assert!(Target::from_connect(&"api.example.com:0".parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn host_header_must_name_the_tunnel() {
+        let path: Uri = "/v1".parse().unwrap();
+        for ok in ["api.example.com", "API.EXAMPLE.COM.", "api.example.com:443"] {
+            assert_eq!(check(&path, &host(ok), &tunnel()), Ok(()), "{ok}");
+        }
+        for bad in [
+            "other.example.com",
+            "api.example.com:8443",
+            "api.example.com.evil",
+        ] {
+            let refusal = check(&path, &host(bad), &tunnel()).unwrap_err();
+            assert_eq!(refusal.status, StatusCode::MISDIRECTED_REQUEST, "{bad}");
+        }
+        assert_eq!(
+            check(&path, &HeaderMap::new(), &tunnel())
+                .unwrap_err()
+                .status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn absolute_target_and_authority_must_name_the_tunnel() {
+        let good: Uri = "https://api.example.com/v1".parse().unwrap();
+        assert_eq!(check(&good, &HeaderMap::new(), &tunnel()), Ok(()));
+        let bad: Uri = "https://evil.test/v1".parse().unwrap();
+        assert_eq!(
+            check(&bad, &host("api.example.com"), &tunnel())
+                .unwrap_err()
+                .status,
+            StatusCode::MISDIRECTED_REQUEST
+        );
+        // Target right, Host wrong: still refused.
+        assert_eq!(
+            check(&good, &host("evil.test"), &tunnel())
+                .unwrap_err()
+                .status,
+            StatusCode::MISDIRECTED_REQUEST
+        );
+        let plain: Uri = "http://api.example.com/v1".parse().unwrap();
+        assert_eq!(
+            check(&plain, &HeaderMap::new(), &tunnel())
+                .unwrap_err()
+                .status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn duplicate_host_headers_are_refused() {
+        let mut headers = host("api.example.com");
+        headers.append(HOST, HeaderValue::from_static("api.example.com"));
+        assert_eq!(
+            check(&"/".parse().unwrap(), &headers, &tunnel())
+                .unwrap_err()
+                .status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+}

@@ -1,0 +1,25 @@
+//! The one body type that crosses the proxy in both directions.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
+
+/// Errors a body can fail with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A boxed, streaming body.
+pub type Body = BoxBody<Bytes, BoxError>;
+
+/// A body of known bytes.
+pub fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+/// An empty body.
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// Boxes hyper's incoming body.
+pub fn incoming(body: hyper::body::Incoming) -> Body {
+    body.map_err(|e| Box::new(e) as BoxError).boxed()
+}

@@ -1,0 +1,139 @@
+//! `sluice serve`: the proxy alone, for sandboxes on a network.
+//!
+//! Writes what a sandbox needs into the run directory (created 0700): `ca.pem`, `proxy-url`
+//! (0600: it holds the run's proxy token), `placeholders.env`, and `audit.jsonl` unless
+//! `--audit-log` says elsewhere. Prints the proxy URL without its token. Runs until SIGTERM
+//! or SIGINT, then drains, flushes the audit log and exits 0.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::server::{ProxyConfig, start};
+
+use super::{ServeArgs, load_policy};
+
+pub(crate) fn run(args: &ServeArgs) -> ExitCode {
+    super::init_tracing();
+    let Some(policy) = load_policy(&args.policy) else {
+        return ExitCode::FAILURE;
+    };
+    if let Err(error) = prepare_run_dir(&args.run_dir) {
+        eprintln!(
+            "sluice serve: run directory {}: {error}",
+            args.run_dir.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let audit_log = args
+        .audit_log
+        .clone()
+        .unwrap_or_else(|| args.run_dir.join("audit.jsonl"));
+    let mut config = ProxyConfig::new(policy, args.listen, audit_log);
+    config.upstream_ca = args.upstream_ca.clone();
+    config.resolve = args
+        .resolve
+        .iter()
+        .map(|r| (r.host.clone(), r.ip))
+        .collect();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("sluice serve: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let proxy = match start(config).await {
+            Ok(proxy) => proxy,
+            Err(error) => {
+                eprintln!("sluice serve: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Err(error) = write_run_files(&args.run_dir, &proxy) {
+            eprintln!("sluice serve: writing {}: {error}", args.run_dir.display());
+            let _ = proxy.shutdown().await;
+            return ExitCode::FAILURE;
+        }
+        println!("{}", proxy.proxy_url_without_token());
+        wait_for_signal().await;
+        tracing::info!("signal received: draining");
+        match proxy.shutdown().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("sluice serve: closing the audit log: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+fn prepare_run_dir(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    // An existing directory keeps its mode on create; make it private either way.
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+}
+
+fn write_run_files(dir: &Path, proxy: &crate::Proxy) -> std::io::Result<()> {
+    write_file(&dir.join("ca.pem"), proxy.ca_pem().as_bytes(), 0o644)?;
+    let mut url = proxy.proxy_url();
+    url.push('\n');
+    write_file(&dir.join("proxy-url"), url.as_bytes(), 0o600)?;
+    write_file(
+        &dir.join("placeholders.env"),
+        placeholders_env(proxy).as_bytes(),
+        0o644,
+    )
+}
+
+/// `NAME=PLACEHOLDER` lines, NAME being the secret's name uppercased with any character
+/// outside `[A-Za-z0-9_]` turned into `_`: the variable the launcher sets.
+fn placeholders_env(proxy: &crate::Proxy) -> String {
+    proxy
+        .placeholders()
+        .iter()
+        .map(|(secret, placeholder)| {
+            format!(
+                "{}={placeholder}\n",
+                sluice_policies::placeholder_name(secret)
+            )
+        })
+        .collect()
+}
+
+/// Writes a file created with `mode` from the start, so it is never readable more widely.
+fn write_file(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+    let _ = fs::remove_file(path);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    file.write_all(contents)?;
+    file.sync_all()
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the only stop is Ctrl-C's default: wait forever.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,98 @@
+//! Header hygiene on both legs: hop-by-hop headers removed, ambiguous framing refused.
+//!
+//! Hop-by-hop headers describe one connection and must not cross the proxy; the proxy's own
+//! credentials (`Proxy-Authorization`) above all. Framing that two parsers could read two
+//! ways is refused, never repaired: that is how requests are smuggled.
+
+use http::HeaderMap;
+use http::header::{self, HeaderName};
+
+use crate::refusal::Refusal;
+
+/// Headers that never cross the proxy, besides those a `Connection` header names.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+];
+
+/// Removes hop-by-hop headers, including every header the `Connection` header names.
+/// `Transfer-Encoding` is left to hyper, which re-frames each leg itself.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+    headers.remove(header::TRANSFER_ENCODING);
+}
+
+/// Refuses framing that could be read two ways: `Content-Length` together with
+/// `Transfer-Encoding`, or several `Content-Length` values.
+pub fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
+    let lengths = headers.get_all(header::CONTENT_LENGTH).iter().count();
+    if lengths > 1 {
+        return Err(Refusal::bad_request(
+            "more than one Content-Length header; send exactly one",
+        ));
+    }
+    if lengths == 1 && headers.contains_key(header::TRANSFER_ENCODING) {
+        return Err(Refusal::bad_request(
+            "both Content-Length and Transfer-Encoding; send one or the other",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_are_removed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret-hop"),
+        );
+        headers.insert("x-secret-hop", HeaderValue::from_static("1"));
+        headers.insert(
+            header::PROXY_AUTHORIZATION,
+            HeaderValue::from_static("Basic eA=="),
+        );
+        headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+        remove_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key(header::AUTHORIZATION));
+    }
+
+    #[test]
+    fn ambiguous_framing_is_refused() {
+        let mut both = HeaderMap::new();
+        both.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
+        both.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        assert!(check_framing(&both).is_err());
+        let mut two = HeaderMap::new();
+        two.append(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
+        two.append(header::CONTENT_LENGTH, HeaderValue::from_static("6"));
+        assert!(check_framing(&two).is_err());
+        let mut one = HeaderMap::new();
+        one.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
+        assert!(check_framing(&one).is_ok());
+    }
+}

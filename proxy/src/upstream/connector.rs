@@ -1,0 +1,183 @@
+//! Dialling an upstream: resolve and check the address, connect with a timeout and
+//! `TCP_NODELAY`, then TLS with certificate verification and ALPN (`h2`, `http/1.1`).
+//!
+//! This is hyper-util's connector for the pooled client, so every new upstream connection,
+//! and only a new one, passes through here.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::Uri;
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use super::{Dialer, UpstreamError};
+
+/// The connector handed to hyper-util's pooled client.
+#[derive(Clone)]
+pub struct Connector {
+    pub(super) dialer: Arc<Dialer>,
+}
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = UpstreamConn;
+    type Error = UpstreamError;
+    type Future = Pin<Box<dyn Future<Output = Result<UpstreamConn, UpstreamError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let dialer = self.dialer.clone();
+        Box::pin(async move { dialer.connect_uri(&uri).await })
+    }
+}
+
+impl Dialer {
+    async fn connect_uri(&self, uri: &Uri) -> Result<UpstreamConn, UpstreamError> {
+        let host = uri
+            .host()
+            .ok_or_else(|| UpstreamError::BadTarget(uri.to_string()))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let tls = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(UpstreamError::BadTarget(uri.to_string())),
+        };
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let tcp = self.dial(&host, port).await?;
+        if !tls {
+            return Ok(UpstreamConn::Plain(TokioIo::new(tcp)));
+        }
+        let name = ServerName::try_from(host.clone())
+            .map_err(|_| UpstreamError::BadTarget(host.clone()))?;
+        let connector = TlsConnector::from(self.tls.clone());
+        let handshake = connector.connect(name, tcp);
+        let stream = tokio::time::timeout(self.timeouts.tls, handshake)
+            .await
+            .map_err(|_| UpstreamError::TlsTimeout { host: host.clone() })?
+            .map_err(|source| UpstreamError::Tls { host, source })?;
+        Ok(UpstreamConn::Tls(TokioIo::new(stream)))
+    }
+
+    /// Resolves, checks and dials `host:port`, trying each checked address in turn.
+    pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
+        let addrs = self
+            .resolver
+            .resolve(host, port, self.allow_ips.as_ref(), &self.own_listeners)
+            .await?;
+        let mut last = None;
+        for addr in addrs {
+            match self.dial_addr(addr).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| UpstreamError::BadTarget(host.to_owned())))
+    }
+
+    async fn dial_addr(&self, addr: SocketAddr) -> Result<TcpStream, UpstreamError> {
+        let stream = tokio::time::timeout(self.timeouts.connect, TcpStream::connect(addr))
+            .await
+            .map_err(|_| UpstreamError::ConnectTimeout { addr })?
+            .map_err(|source| UpstreamError::Connect { addr, source })?;
+        // Small writes (headers, TLS records) must not wait for Nagle's delayed ACK.
+        stream
+            .set_nodelay(true)
+            .map_err(|source| UpstreamError::Connect { addr, source })?;
+        Ok(stream)
+    }
+}
+
+/// A connection to an upstream, plain or TLS.
+pub enum UpstreamConn {
+    /// Plain HTTP (absolute-form requests from the sandbox; never swapped).
+    Plain(TokioIo<TcpStream>),
+    /// TLS, verified.
+    Tls(TokioIo<TlsStream<TcpStream>>),
+}
+
+impl Connection for UpstreamConn {
+    fn connected(&self) -> Connected {
+        match self {
+            Self::Plain(_) => Connected::new(),
+            Self::Tls(io) => {
+                let (_, session) = io.inner().get_ref();
+                if session.alpn_protocol() == Some(b"h2") {
+                    Connected::new().negotiated_h2()
+                } else {
+                    Connected::new()
+                }
+            }
+        }
+    }
+}
+
+impl Read for UpstreamConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(io) => Pin::new(io).poll_read(cx, buf),
+            Self::Tls(io) => Pin::new(io).poll_read(cx, buf),
+        }
+    }
+}
+
+impl Write for UpstreamConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(io) => Pin::new(io).poll_write(cx, buf),
+            Self::Tls(io) => Pin::new(io).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(io) => Pin::new(io).poll_flush(cx),
+            Self::Tls(io) => Pin::new(io).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(io) => Pin::new(io).poll_shutdown(cx),
+            Self::Tls(io) => Pin::new(io).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(io) => Pin::new(io).poll_write_vectored(cx, bufs),
+            Self::Tls(io) => Pin::new(io).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Plain(io) => io.is_write_vectored(),
+            Self::Tls(io) => io.is_write_vectored(),
+        }
+    }
+}

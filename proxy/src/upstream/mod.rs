@@ -1,0 +1,282 @@
+//! The upstream leg: resolve, address policy, dial, TLS, and a keep-alive pool per host.
+//!
+//! Upstream certificates are always verified, against the web PKI roots plus any
+//! `--upstream-ca` files; there is no switch to turn verification off. Every dial goes
+//! through the address policy on the exact address dialled.
+
+mod address;
+mod connector;
+mod resolve;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use tokio::net::TcpStream;
+
+pub use address::{Blocked, classify};
+pub use connector::{Connector, UpstreamConn};
+pub use resolve::{Refused, Resolver};
+
+use crate::body::Body;
+
+/// Timeouts on the upstream leg.
+///
+/// # Defaults
+/// - `connect`: 10 s
+/// - `tls`: 10 s
+/// - `response`: 60 s, until the response head arrives
+/// - `idle`: 90 s, for a pooled keep-alive connection
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// TCP connect.
+    pub connect: Duration,
+    /// TLS handshake.
+    pub tls: Duration,
+    /// From sending the request to receiving the response head.
+    pub response: Duration,
+    /// How long an idle pooled connection is kept.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            tls: Duration::from_secs(10),
+            response: Duration::from_secs(60),
+            idle: Duration::from_secs(90),
+        }
+    }
+}
+
+/// Why the upstream leg failed. Never carries request bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The name did not resolve.
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        /// The name.
+        host: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+    /// A resolved address is refused by the address policy.
+    #[error("{host} resolves to {addr}, which is {why}")]
+    Blocked {
+        /// The name.
+        host: String,
+        /// The refused address.
+        addr: SocketAddr,
+        /// Why.
+        why: Refused,
+    },
+    /// TCP connect failed.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// The socket error.
+        source: std::io::Error,
+    },
+    /// TCP connect did not finish in time.
+    #[error("connecting to {addr} timed out")]
+    ConnectTimeout {
+        /// The address dialled.
+        addr: SocketAddr,
+    },
+    /// The TLS handshake failed, certificate verification included.
+    #[error("TLS with {host} failed: {source}")]
+    Tls {
+        /// The name verified.
+        host: String,
+        /// The TLS error.
+        source: std::io::Error,
+    },
+    /// The TLS handshake did not finish in time.
+    #[error("TLS handshake with {host} timed out")]
+    TlsTimeout {
+        /// The name.
+        host: String,
+    },
+    /// The target URI cannot be dialled.
+    #[error("cannot dial {0}: not an http or https target with a host")]
+    BadTarget(String),
+}
+
+/// What the dialler needs: pins, address policy, TLS roots and timeouts.
+pub struct Dialer {
+    resolver: Resolver,
+    allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    own_listeners: Vec<SocketAddr>,
+    tls: Arc<rustls::ClientConfig>,
+    timeouts: Timeouts,
+}
+
+/// Errors building the upstream leg at start.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamSetupError {
+    /// An `--upstream-ca` file could not be read or holds no certificate.
+    #[error("--upstream-ca {path}: {why}")]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+    /// rustls refused the configuration.
+    #[error("upstream TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// The upstream leg: a pooled HTTP/1.1 + HTTP/2 client and a raw dialler for tunnels.
+#[derive(Clone)]
+pub struct Upstream {
+    client: Client<Connector, Body>,
+    dialer: Arc<Dialer>,
+    timeouts: Timeouts,
+}
+
+/// How to build the upstream leg.
+pub struct UpstreamConfig {
+    /// `--resolve` pins, hosts normalised.
+    pub pins: HashMap<String, IpAddr>,
+    /// The declaration's `allow_ips` check.
+    pub allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    /// sluice's own listening addresses, never dialled.
+    pub own_listeners: Vec<SocketAddr>,
+    /// Extra roots (`--upstream-ca`).
+    pub extra_roots: Vec<PathBuf>,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl Upstream {
+    /// Builds the client, its TLS configuration and its pool.
+    pub fn new(config: UpstreamConfig) -> Result<Self, UpstreamSetupError> {
+        let mut roots = RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        for path in &config.extra_roots {
+            for cert in load_pem_certs(path)? {
+                roots.add(cert).map_err(|e| UpstreamSetupError::CaFile {
+                    path: path.clone(),
+                    why: e.to_string(),
+                })?;
+            }
+        }
+        let mut tls = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let dialer = Arc::new(Dialer {
+            resolver: Resolver::new(config.pins),
+            allow_ips: config.allow_ips,
+            own_listeners: config.own_listeners,
+            tls: Arc::new(tls),
+            timeouts: config.timeouts,
+        });
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(config.timeouts.idle)
+            .pool_max_idle_per_host(64)
+            // Never follow anything on the client's behalf, never retry a request whose
+            // body may have been partly sent.
+            .retry_canceled_requests(false)
+            .set_host(false)
+            .build(Connector {
+                dialer: dialer.clone(),
+            });
+        Ok(Self {
+            client,
+            dialer,
+            timeouts: config.timeouts,
+        })
+    }
+
+    /// Sends a request (absolute URI, `https` or `http`) over a pooled connection and waits
+    /// for the response head, within the response timeout.
+    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
+        match tokio::time::timeout(self.timeouts.response, self.client.request(request)).await {
+            Err(_) => Err(SendError::Timeout),
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(error)) => {
+                let dial = std::error::Error::source(&error)
+                    .and_then(|s| s.downcast_ref::<UpstreamError>())
+                    .map(clone_dial_error);
+                match dial {
+                    Some(dial) => Err(SendError::Dial(dial)),
+                    None => Err(SendError::Http(error.to_string())),
+                }
+            }
+        }
+    }
+
+    /// Resolves, checks and dials a raw TCP connection (passthrough tunnels).
+    pub async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
+        self.dialer.dial(host, port).await
+    }
+}
+
+/// Why sending a request upstream failed.
+#[derive(Debug)]
+pub enum SendError {
+    /// Dialling failed (resolution, address policy, connect, TLS).
+    Dial(UpstreamError),
+    /// No response head within the response timeout.
+    Timeout,
+    /// The HTTP exchange failed.
+    Http(String),
+}
+
+/// `UpstreamError` holds `io::Error`s, which do not clone; keep their kind and text.
+fn clone_dial_error(e: &UpstreamError) -> UpstreamError {
+    let io = |s: &std::io::Error| std::io::Error::new(s.kind(), s.to_string());
+    match e {
+        UpstreamError::Resolve { host, source } => UpstreamError::Resolve {
+            host: host.clone(),
+            source: io(source),
+        },
+        UpstreamError::Blocked { host, addr, why } => UpstreamError::Blocked {
+            host: host.clone(),
+            addr: *addr,
+            why: *why,
+        },
+        UpstreamError::Connect { addr, source } => UpstreamError::Connect {
+            addr: *addr,
+            source: io(source),
+        },
+        UpstreamError::ConnectTimeout { addr } => UpstreamError::ConnectTimeout { addr: *addr },
+        UpstreamError::Tls { host, source } => UpstreamError::Tls {
+            host: host.clone(),
+            source: io(source),
+        },
+        UpstreamError::TlsTimeout { host } => UpstreamError::TlsTimeout { host: host.clone() },
+        UpstreamError::BadTarget(t) => UpstreamError::BadTarget(t.clone()),
+    }
+}
+
+fn load_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, UpstreamSetupError> {
+    let err = |why: String| UpstreamSetupError::CaFile {
+        path: path.to_owned(),
+        why,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| err(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(err("no PEM certificate in the file".into()));
+    }
+    Ok(certs)
+}
