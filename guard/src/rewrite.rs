@@ -1,0 +1,481 @@
+//! Applying a plan: one-shot rewrites, `Basic` credentials, and the exact streaming rewriter.
+//!
+//! This module owns turning matches into output: keep, swap (placeholder → value), redact
+//! (value → placeholder) or refuse, and counting what it did. It must never decide a grant (the
+//! [`Plan`] says) and never print what it rewrites; buffers that may hold a value are zeroized.
+//!
+//! Streaming is exact whatever the chunking: a rewriter's output over any split of a stream is
+//! the one-shot rewrite of the whole stream. It holds back only a tail that may still grow into
+//! a match (less than [`Guard::max_pattern_len`] bytes), so output that cannot hold a secret
+//! flows at once.
+
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
+use zeroize::{Zeroize, Zeroizing};
+
+use crate::{Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, Refusal, SecretId};
+
+/// What one secret's matches became during a rewrite.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Counts {
+    /// Placeholders replaced by the value.
+    pub swapped: u64,
+    /// Values (in any encoding) replaced by the placeholder.
+    pub redacted: u64,
+    /// Placeholders left as they were.
+    pub kept_placeholders: u64,
+    /// Values left as they were (toward a granted host).
+    pub kept_values: u64,
+}
+
+impl Counts {
+    /// Whether nothing was counted.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+
+    fn add(&mut self, other: &Counts) {
+        self.swapped += other.swapped;
+        self.redacted += other.redacted;
+        self.kept_placeholders += other.kept_placeholders;
+        self.kept_values += other.kept_values;
+    }
+}
+
+/// Per-secret counts of what a rewrite did, for the audit log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    counts: Vec<Counts>,
+}
+
+impl Tally {
+    /// The counts for one secret (zero when it was never matched).
+    pub fn get(&self, id: SecretId) -> Counts {
+        self.counts.get(id.index()).copied().unwrap_or_default()
+    }
+
+    /// Every secret with a non-zero count, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (SecretId, Counts)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.is_zero())
+            .map(|(i, c)| (SecretId(u32::try_from(i).unwrap_or(u32::MAX)), *c))
+    }
+
+    /// Whether nothing was matched.
+    pub fn is_empty(&self) -> bool {
+        self.counts.iter().all(Counts::is_zero)
+    }
+
+    /// The sums over every secret.
+    pub fn total(&self) -> Counts {
+        let mut total = Counts::default();
+        for c in &self.counts {
+            total.add(c);
+        }
+        total
+    }
+
+    /// Adds another tally's counts to this one.
+    pub fn merge(&mut self, other: &Tally) {
+        for (i, c) in other.counts.iter().enumerate() {
+            self.entry(i).add(c);
+        }
+    }
+
+    fn entry(&mut self, index: usize) -> &mut Counts {
+        if index >= self.counts.len() {
+            self.counts.resize(index + 1, Counts::default());
+        }
+        &mut self.counts[index]
+    }
+}
+
+/// The result of a one-shot rewrite: the new bytes (zeroized on drop, since a swap puts a value
+/// in them) and what was done.
+pub struct Rewritten {
+    bytes: Zeroizing<Vec<u8>>,
+    tally: Tally,
+}
+
+impl Rewritten {
+    /// The rewritten bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The rewritten bytes, still zeroized on drop.
+    pub fn into_bytes(self) -> Zeroizing<Vec<u8>> {
+        self.bytes
+    }
+
+    /// What was swapped, redacted and kept, per secret.
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// Whether anything was replaced (swapped or redacted).
+    pub fn is_changed(&self) -> bool {
+        let t = self.tally.total();
+        t.swapped + t.redacted > 0
+    }
+}
+
+impl fmt::Debug for Rewritten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rewritten")
+            .field("len", &self.bytes.len())
+            .field("tally", &self.tally)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guard {
+    /// Rewrites `input` under `plan` in one go.
+    ///
+    /// # Errors
+    /// [`GuardError::Refused`] at the first match the plan refuses; nothing is returned then.
+    pub fn rewrite(&self, input: &[u8], plan: &Plan) -> Result<Rewritten, GuardError> {
+        let mut bytes = Zeroizing::new(Vec::with_capacity(input.len()));
+        let mut tally = Tally::default();
+        step(self, plan, input, input.len(), 0, &mut bytes, &mut tally)?;
+        Ok(Rewritten { bytes, tally })
+    }
+
+    /// Every known value (in every encoding) in `input` replaced by its placeholder.
+    pub fn redact(&self, input: &[u8]) -> Rewritten {
+        let mut bytes = Zeroizing::new(Vec::with_capacity(input.len()));
+        let mut tally = Tally::default();
+        // A redact-all plan refuses nothing, so the step cannot fail.
+        let _ = step(
+            self,
+            &Plan::redact_all(self),
+            input,
+            input.len(),
+            0,
+            &mut bytes,
+            &mut tally,
+        );
+        Rewritten { bytes, tally }
+    }
+
+    /// [`Guard::redact`] for text: the result is text again (bytes a replacement left invalid,
+    /// which only a non-UTF-8 secret can cause, become U+FFFD).
+    pub fn redact_str(&self, input: &str) -> String {
+        String::from_utf8_lossy(self.redact(input.as_bytes()).bytes()).into_owned()
+    }
+
+    /// Rewrites one header value under `plan`, looking inside `Basic` credentials too: the
+    /// value is rewritten as it stands, then, when it reads `Basic <base64>`, the decoded
+    /// credentials are rewritten and encoded again (git and pip put tokens there).
+    ///
+    /// # Errors
+    /// [`GuardError::Refused`] at the first match the plan refuses, outside or inside the
+    /// credentials.
+    pub fn rewrite_header_value(&self, value: &[u8], plan: &Plan) -> Result<Rewritten, GuardError> {
+        let mut outer = self.rewrite(value, plan)?;
+        let Some((start, end)) = basic_token(outer.bytes()) else {
+            return Ok(outer);
+        };
+        let Some(decoded) = decode_base64(&outer.bytes()[start..end]) else {
+            return Ok(outer);
+        };
+        let inner = self.rewrite(&decoded, plan)?;
+        outer.tally.merge(&inner.tally);
+        if !inner.is_changed() {
+            return Ok(outer);
+        }
+        let encoded_len = inner.bytes.len().div_ceil(3) * 4;
+        let mut bytes = Zeroizing::new(vec![0u8; start + encoded_len]);
+        bytes[..start].copy_from_slice(&outer.bytes[..start]);
+        let written = STANDARD
+            .encode_slice(inner.bytes(), &mut bytes[start..])
+            .unwrap_or(0);
+        bytes.truncate(start + written);
+        bytes.extend_from_slice(&outer.bytes[end..]);
+        Ok(Rewritten {
+            bytes,
+            tally: outer.tally,
+        })
+    }
+}
+
+/// The span of the base64 token in `Basic <token>` (scheme case-insensitive, optional
+/// surrounding whitespace), if `value` has that shape.
+fn basic_token(value: &[u8]) -> Option<(usize, usize)> {
+    let is_ws = |b: &u8| *b == b' ' || *b == b'\t';
+    let lead = value.iter().take_while(|b| is_ws(b)).count();
+    let rest = &value[lead..];
+    if rest.len() < 6 || !rest[..5].eq_ignore_ascii_case(b"basic") || !is_ws(&rest[5]) {
+        return None;
+    }
+    let gap = rest[5..].iter().take_while(|b| is_ws(b)).count();
+    let start = lead + 5 + gap;
+    let trail = value[start..].iter().rev().take_while(|b| is_ws(b)).count();
+    let end = value.len() - trail;
+    let token = &value[start..end];
+    let base64_char = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+    (!token.is_empty() && token.iter().all(base64_char)).then_some((start, end))
+}
+
+fn decode_base64(token: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let mut out = Zeroizing::new(vec![0u8; token.len() / 4 * 3 + 3]);
+    let n = LENIENT.decode_slice(token, &mut out[..]).ok()?;
+    out.truncate(n);
+    Some(out)
+}
+
+/// Rewrites `buf`, deciding every match that starts before `limit`, appending the output to
+/// `out`. Returns how many bytes of `buf` are done: at least `limit`, more when a decided match
+/// runs past it. `base` is `buf`'s offset in the stream, for refusals.
+fn step(
+    guard: &Guard,
+    plan: &Plan,
+    buf: &[u8],
+    limit: usize,
+    base: u64,
+    out: &mut Vec<u8>,
+    tally: &mut Tally,
+) -> Result<usize, Refusal> {
+    let mut emitted = 0;
+    let mut covered = 0;
+    for m in guard.matcher().find_iter(buf) {
+        if m.start() >= limit {
+            break;
+        }
+        covered = m.end();
+        let info = guard.pattern(m.pattern().as_usize());
+        let counts = tally.entry(info.secret.index());
+        let refuse = || Refusal {
+            secret: info.secret,
+            name: guard.name(info.secret).to_owned(),
+            form: info.form,
+            offset: base + m.start() as u64,
+        };
+        let replacement: Zeroizing<Vec<u8>> = match info.form {
+            Form::Placeholder => match plan.on_placeholder(info.secret) {
+                OnPlaceholder::Keep => {
+                    counts.kept_placeholders += 1;
+                    continue;
+                }
+                OnPlaceholder::Swap => {
+                    counts.swapped += 1;
+                    plan.swap_form().apply(guard.value(info.secret).expose())
+                }
+                OnPlaceholder::Refuse => return Err(refuse()),
+            },
+            Form::Value(_) => match plan.on_value(info.secret) {
+                OnValue::Keep => {
+                    counts.kept_values += 1;
+                    continue;
+                }
+                OnValue::Redact => {
+                    counts.redacted += 1;
+                    Zeroizing::new(guard.placeholder(info.secret).as_bytes().to_vec())
+                }
+                OnValue::Refuse => return Err(refuse()),
+            },
+        };
+        out.extend_from_slice(&buf[emitted..m.start()]);
+        out.extend_from_slice(&replacement);
+        emitted = m.end();
+    }
+    let done = limit.max(covered);
+    out.extend_from_slice(&buf[emitted..done]);
+    Ok(done)
+}
+
+/// Appends to a zeroized buffer without leaving a copy behind when it grows.
+fn append_zeroizing(buf: &mut Zeroizing<Vec<u8>>, data: &[u8]) {
+    let needed = buf.len() + data.len();
+    if needed > buf.capacity() {
+        let mut bigger = Zeroizing::new(Vec::with_capacity(needed.max(buf.capacity() * 2)));
+        bigger.extend_from_slice(buf);
+        std::mem::swap(buf, &mut bigger);
+    }
+    buf.extend_from_slice(data);
+}
+
+/// Rewrites a stream chunk by chunk under one plan, exactly as a one-shot rewrite of the whole
+/// stream would.
+///
+/// Feed chunks with [`Rewriter::push`], then call [`Rewriter::finish`] for the held-back tail.
+/// After a refusal the rewriter is poisoned: every later call fails with
+/// [`GuardError::Poisoned`].
+///
+/// # Resource usage
+/// Holds back at most [`Guard::max_pattern_len`]` - 1` bytes, in zeroized memory, and copies
+/// at most about twice that per chunk; the rest of a chunk is scanned in place.
+pub struct Rewriter {
+    guard: Arc<Guard>,
+    plan: Plan,
+    carry: Zeroizing<Vec<u8>>,
+    offset: u64,
+    tally: Tally,
+    poisoned: bool,
+}
+
+impl fmt::Debug for Rewriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rewriter")
+            .field("plan", &self.plan)
+            .field("held_back", &self.carry.len())
+            .field("offset", &self.offset)
+            .field("tally", &self.tally)
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rewriter {
+    /// A rewriter applying `plan` with `guard`.
+    pub fn new(guard: Arc<Guard>, plan: Plan) -> Self {
+        Self {
+            guard,
+            plan,
+            carry: Zeroizing::new(Vec::new()),
+            offset: 0,
+            tally: Tally::default(),
+            poisoned: false,
+        }
+    }
+
+    /// A rewriter that redacts every known value to its placeholder (responses, a child's
+    /// output, `sluice redact`). It never refuses.
+    pub fn redactor(guard: Arc<Guard>) -> Self {
+        let plan = Plan::redact_all(&guard);
+        Self::new(guard, plan)
+    }
+
+    /// Rewrites `chunk`, appending to `out` what is decided; a tail that may still grow into a
+    /// match is held back for the next call.
+    ///
+    /// # Errors
+    /// [`GuardError::Refused`] when the plan refuses a match (nothing of this chunk is
+    /// appended then, and the rewriter is poisoned); [`GuardError::Poisoned`] after that.
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), GuardError> {
+        self.guarded(out, |this, out| this.push_inner(chunk, out))
+    }
+
+    /// Rewrites the held-back tail, ending the stream, and returns what was done over the
+    /// whole stream.
+    ///
+    /// # Errors
+    /// As [`Rewriter::push`].
+    pub fn finish(mut self, out: &mut Vec<u8>) -> Result<Tally, GuardError> {
+        self.guarded(out, |this, out| {
+            let carry = std::mem::take(&mut this.carry);
+            step(
+                &this.guard,
+                &this.plan,
+                &carry,
+                carry.len(),
+                this.offset,
+                out,
+                &mut this.tally,
+            )?;
+            this.offset += carry.len() as u64;
+            Ok(())
+        })?;
+        Ok(std::mem::take(&mut self.tally))
+    }
+
+    /// What was done so far.
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// How many bytes are held back, waiting for the next chunk.
+    pub fn held_back(&self) -> usize {
+        self.carry.len()
+    }
+
+    /// How many input bytes have been decided and written out.
+    pub fn consumed(&self) -> u64 {
+        self.offset
+    }
+
+    fn guarded(
+        &mut self,
+        out: &mut Vec<u8>,
+        f: impl FnOnce(&mut Self, &mut Vec<u8>) -> Result<(), Refusal>,
+    ) -> Result<(), GuardError> {
+        if self.poisoned {
+            return Err(GuardError::Poisoned);
+        }
+        let mark = out.len();
+        f(self, out).map_err(|refusal| {
+            // Nothing of a refused chunk leaves, swapped values included.
+            out[mark..].zeroize();
+            out.truncate(mark);
+            self.poisoned = true;
+            self.carry.zeroize();
+            GuardError::Refused(refusal)
+        })
+    }
+
+    fn push_inner(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+        let mut rest = chunk;
+        if !self.carry.is_empty() {
+            // The junction: the held tail plus enough of the chunk to decide every match that
+            // starts in the tail.
+            let old = self.carry.len();
+            let take = chunk.len().min(self.guard.max_pattern_len());
+            append_zeroizing(&mut self.carry, &chunk[..take]);
+            let limit = self.guard.hold_from(&self.carry);
+            let done = step(
+                &self.guard,
+                &self.plan,
+                &self.carry,
+                limit,
+                self.offset,
+                out,
+                &mut self.tally,
+            )?;
+            self.offset += done as u64;
+            if take == chunk.len() || done < old {
+                // Everything left is in the carry (the second case cannot happen while the
+                // junction holds max_pattern_len bytes of the chunk, but stays correct).
+                self.carry.drain(..done);
+                append_zeroizing(&mut self.carry, &chunk[take..]);
+                if take < chunk.len() {
+                    let carry = std::mem::take(&mut self.carry);
+                    return self.scan_in_place(&carry, out);
+                }
+                return Ok(());
+            }
+            rest = &chunk[done - old..];
+            self.carry.zeroize();
+        }
+        self.scan_in_place(rest, out)
+    }
+
+    /// Rewrites `buf` (the carry being empty), keeping its undecided tail.
+    fn scan_in_place(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+        let limit = self.guard.hold_from(buf);
+        let done = step(
+            &self.guard,
+            &self.plan,
+            buf,
+            limit,
+            self.offset,
+            out,
+            &mut self.tally,
+        )?;
+        self.offset += done as u64;
+        append_zeroizing(&mut self.carry, &buf[done..]);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,417 @@
+//! Tests of one-shot and streaming rewriting.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use proptest::prelude::*;
+
+use super::*;
+use crate::{Encoding, NONCE_LEN, Placeholder, SecretValue, SwapForm};
+
+struct Fixture {
+    guard: Arc<Guard>,
+    gh: SecretId,
+    aws: SecretId,
+}
+
+fn fixture() -> Fixture {
+    let mut b = Guard::builder();
+    let gh = b
+        .add(
+            "github_token",
+            Placeholder::mint("github_token", &[1; NONCE_LEN]),
+            SecretValue::from("ghp_AAAAbbbbCCCCdddd1234"),
+        )
+        .unwrap();
+    let aws = b
+        .add(
+            "aws_secret",
+            Placeholder::mint("aws_secret", &[2; NONCE_LEN]),
+            SecretValue::from("wJalr/K7MDENG+bPxRfi\"CY"),
+        )
+        .unwrap();
+    Fixture {
+        guard: Arc::new(b.build().unwrap()),
+        gh,
+        aws,
+    }
+}
+
+fn ph(f: &Fixture, id: SecretId) -> String {
+    f.guard.placeholder(id).to_string()
+}
+
+#[test]
+fn swap_table() {
+    let f = fixture();
+    let gh = ph(&f, f.gh);
+    let aws = ph(&f, f.aws);
+    // (name, input, swap form, expected output)
+    let cases: Vec<(&str, String, SwapForm, String)> = vec![
+        (
+            "bearer header",
+            format!("Bearer {gh}"),
+            SwapForm::Raw,
+            "Bearer ghp_AAAAbbbbCCCCdddd1234".into(),
+        ),
+        (
+            "twice, adjacent",
+            format!("{gh}{gh}"),
+            SwapForm::Raw,
+            "ghp_AAAAbbbbCCCCdddd1234ghp_AAAAbbbbCCCCdddd1234".into(),
+        ),
+        (
+            "query, percent-encoded",
+            format!("?key={aws}&x=1"),
+            SwapForm::Percent,
+            "?key=wJalr%2FK7MDENG%2BbPxRfi%22CY&x=1".into(),
+        ),
+        (
+            "json body",
+            format!("{{\"secret\":\"{aws}\"}}"),
+            SwapForm::Json,
+            r#"{"secret":"wJalr/K7MDENG+bPxRfi\"CY"}"#.into(),
+        ),
+        (
+            "nothing",
+            "plain text".into(),
+            SwapForm::Raw,
+            "plain text".into(),
+        ),
+    ];
+    for (name, input, form, want) in cases {
+        let mut plan = Plan::refuse_all(&f.guard).with_swap_form(form);
+        plan.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+        plan.set(f.aws, OnPlaceholder::Swap, OnValue::Keep);
+        let out = f.guard.rewrite(input.as_bytes(), &plan).unwrap();
+        assert_eq!(String::from_utf8_lossy(out.bytes()), want, "{name}");
+        assert_eq!(out.is_changed(), input != want, "{name}");
+    }
+}
+
+#[test]
+fn ungranted_placeholder_and_exfiltrated_value_are_refused() {
+    let f = fixture();
+    let mut plan = Plan::refuse_all(&f.guard);
+    plan.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+    // The other secret's placeholder is refused, naming it.
+    let input = format!("a={} b={}", ph(&f, f.gh), ph(&f, f.aws));
+    let err = f.guard.rewrite(input.as_bytes(), &plan).unwrap_err();
+    let GuardError::Refused(refusal) = &err else {
+        panic!("expected a refusal, got {err:?}");
+    };
+    assert_eq!(refusal.secret, f.aws);
+    assert_eq!(refusal.form, Form::Placeholder);
+    assert_eq!(refusal.offset, input.find("b=").unwrap() as u64 + 2);
+    assert!(err.to_string().contains("aws_secret"));
+    // The real value, even base64-encoded inside something larger, is refused too.
+    let smuggled = base64::engine::general_purpose::STANDARD.encode("x:wJalr/K7MDENG+bPxRfi\"CY");
+    let err = f.guard.rewrite(smuggled.as_bytes(), &plan).unwrap_err();
+    assert!(
+        matches!(&err, GuardError::Refused(r) if r.secret == f.aws && r.form.is_value()),
+        "{err:?}"
+    );
+    assert!(!err.to_string().contains("wJalr"));
+    // The granted secret's own value passes toward its host, and is counted.
+    let out = f.guard.rewrite(b"ghp_AAAAbbbbCCCCdddd1234", &plan).unwrap();
+    assert_eq!(out.tally().get(f.gh).kept_values, 1);
+    assert!(!out.is_changed());
+}
+
+#[test]
+fn verbatim_keeps_placeholders() {
+    let f = fixture();
+    let mut plan = Plan::refuse_all(&f.guard);
+    plan.set(f.aws, OnPlaceholder::Keep, OnValue::Refuse);
+    let input = format!("conversation mentions {}", ph(&f, f.aws));
+    let out = f.guard.rewrite(input.as_bytes(), &plan).unwrap();
+    assert_eq!(out.bytes(), input.as_bytes());
+    assert_eq!(out.tally().get(f.aws).kept_placeholders, 1);
+}
+
+#[test]
+fn redaction_covers_every_encoding() {
+    let f = fixture();
+    let aws = ph(&f, f.aws);
+    let value = "wJalr/K7MDENG+bPxRfi\"CY";
+    let b64 = base64::engine::general_purpose::STANDARD.encode(value);
+    let inputs = [
+        value.to_string(),
+        "wJalr%2FK7MDENG%2BbPxRfi%22CY".into(),
+        "wJalr%2fK7MDENG%2bbPxRfi%22CY".into(),
+        "wJalr/K7MDENG%2BbPxRfi%22CY".into(),
+        r#"wJalr/K7MDENG+bPxRfi\"CY"#.into(),
+        r#"wJalr\/K7MDENG+bPxRfi\"CY"#.into(),
+        hex::encode(value),
+        hex::encode_upper(value),
+    ];
+    for input in inputs {
+        let text = format!("<{input}>");
+        let out = f.guard.redact_str(&text);
+        assert_eq!(out, format!("<{aws}>"), "{input}");
+    }
+    // Base64 keeps the edge characters that mix in neighbouring bits; the value's own
+    // characters are gone.
+    for prefix in ["", "a", "ab"] {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{prefix}{value}"));
+        let out = f.guard.redact_str(&encoded);
+        assert!(out.contains(&aws), "prefix {prefix:?}: {out}");
+        assert!(out.len() < encoded.len() + aws.len(), "prefix {prefix:?}");
+    }
+    assert!(f.guard.redact_str(&b64).contains(&aws));
+}
+
+#[test]
+fn redaction_leaves_placeholders_and_other_text() {
+    let f = fixture();
+    let text = format!("{} and words", ph(&f, f.gh));
+    let out = f.guard.redact(text.as_bytes());
+    assert_eq!(out.bytes(), text.as_bytes());
+    assert_eq!(out.tally().get(f.gh).kept_placeholders, 1);
+    assert!(!out.is_changed());
+}
+
+#[test]
+fn basic_credentials_are_decoded_swapped_and_reencoded() {
+    let f = fixture();
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let mut plan = Plan::refuse_all(&f.guard);
+    plan.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+    for scheme in ["Basic", "basic", "  BASIC"] {
+        let header = format!("{scheme} {}", b64.encode(format!("git:{}", ph(&f, f.gh))));
+        let out = f
+            .guard
+            .rewrite_header_value(header.as_bytes(), &plan)
+            .unwrap();
+        let want = format!("{} {}", scheme, b64.encode("git:ghp_AAAAbbbbCCCCdddd1234"));
+        assert_eq!(String::from_utf8_lossy(out.bytes()), want, "{scheme}");
+        assert_eq!(out.tally().get(f.gh).swapped, 1);
+    }
+    // Unpadded tokens are accepted.
+    let unpadded = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(format!("u:{}", ph(&f, f.gh)))
+    );
+    let out = f
+        .guard
+        .rewrite_header_value(unpadded.as_bytes(), &plan)
+        .unwrap();
+    assert!(out.is_changed());
+    // An ungranted placeholder inside credentials is refused.
+    let header = format!("Basic {}", b64.encode(format!("u:{}", ph(&f, f.aws))));
+    let err = f
+        .guard
+        .rewrite_header_value(header.as_bytes(), &plan)
+        .unwrap_err();
+    assert!(matches!(err, GuardError::Refused(r) if r.secret == f.aws));
+    // Not credentials: left alone.
+    for other in ["Basic", "Basic not*base64", "Bearer abc", "Basicfoo"] {
+        let out = f
+            .guard
+            .rewrite_header_value(other.as_bytes(), &plan)
+            .unwrap();
+        assert_eq!(out.bytes(), other.as_bytes());
+    }
+}
+
+#[test]
+fn streaming_holds_back_only_what_may_grow_into_a_match() {
+    let f = fixture();
+    let mut r = Rewriter::redactor(Arc::clone(&f.guard));
+    let mut out = Vec::new();
+    r.push(b"hello, world\n", &mut out).unwrap();
+    assert_eq!(out, b"hello, world\n");
+    assert_eq!(r.held_back(), 0);
+    r.push(b"token ghp_AAAA", &mut out).unwrap();
+    assert_eq!(out, b"hello, world\ntoken ");
+    assert_eq!(r.held_back(), 8);
+    r.push(b"bbbbCCCCdddd1234 done", &mut out).unwrap();
+    let tally = r.finish(&mut out).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("hello, world\ntoken {} done", ph(&f, f.gh))
+    );
+    assert_eq!(tally.get(f.gh).redacted, 1);
+    assert_eq!(tally.total().redacted, 1);
+    assert_eq!(tally.iter().count(), 1);
+}
+
+#[test]
+fn streaming_refusal_poisons_and_writes_nothing_of_the_chunk() {
+    let f = fixture();
+    let mut plan = Plan::refuse_all(&f.guard);
+    plan.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+    let mut r = Rewriter::new(Arc::clone(&f.guard), plan);
+    let mut out = Vec::new();
+    r.push(format!("ok {} ", ph(&f, f.gh)).as_bytes(), &mut out)
+        .unwrap();
+    let before = out.clone();
+    assert!(String::from_utf8_lossy(&before).contains("ghp_AAAA"));
+    let chunk = format!("{} then {}", ph(&f, f.gh), ph(&f, f.aws));
+    let err = r.push(chunk.as_bytes(), &mut out).unwrap_err();
+    assert!(matches!(err, GuardError::Refused(ref x) if x.secret == f.aws));
+    assert_eq!(out, before);
+    assert_eq!(r.push(b"more", &mut out), Err(GuardError::Poisoned));
+    assert_eq!(r.finish(&mut out), Err(GuardError::Poisoned));
+}
+
+#[test]
+fn refusal_offsets_count_from_the_stream_start() {
+    let f = fixture();
+    let mut r = Rewriter::new(Arc::clone(&f.guard), Plan::refuse_all(&f.guard));
+    let mut out = Vec::new();
+    r.push(&[b'.'; 1000], &mut out).unwrap();
+    let err = r.push(ph(&f, f.gh).as_bytes(), &mut out);
+    let err = err.and_then(|()| r.finish(&mut out).map(|_| ()));
+    assert!(
+        matches!(err, Err(GuardError::Refused(ref x)) if x.offset == 1000),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn debug_output_holds_no_value() {
+    let f = fixture();
+    let mut plan = Plan::refuse_all(&f.guard);
+    plan.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+    let out = f.guard.rewrite(ph(&f, f.gh).as_bytes(), &plan).unwrap();
+    assert!(!format!("{out:?}").contains("ghp_"));
+    let mut r = Rewriter::new(Arc::clone(&f.guard), plan);
+    let mut sink = Vec::new();
+    r.push(b"ghp_AAAAbbbb", &mut sink).unwrap();
+    assert!(!format!("{r:?}").contains("ghp_"));
+}
+
+#[test]
+fn encodings_listed_are_distinct() {
+    for (i, a) in Encoding::ALL.iter().enumerate() {
+        for b in &Encoding::ALL[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+}
+
+#[test]
+fn multi_line_key_is_redacted_in_a_json_response_streamed_in_small_chunks() {
+    let key: String = (0..40)
+        .map(|i| format!("MIIEv{i:03}QIBADANBgkqhkiG9w0BAQEFAASC\n"))
+        .collect::<String>();
+    let pem = format!("-----BEGIN PRIVATE KEY-----\n{key}-----END PRIVATE KEY-----\n");
+    let mut b = Guard::builder();
+    let id = b
+        .add(
+            "signing_key",
+            Placeholder::mint("signing_key", &[3; NONCE_LEN]),
+            SecretValue::from(pem.as_str()),
+        )
+        .unwrap();
+    let guard = Arc::new(b.build().unwrap());
+    let escaped = pem.replace('\n', "\\n");
+    let response = format!("{{\"key\":\"{escaped}\",\"raw\":\"{pem}\"}}");
+    let mut r = Rewriter::redactor(Arc::clone(&guard));
+    let mut out = Vec::new();
+    for chunk in response.as_bytes().chunks(7) {
+        r.push(chunk, &mut out).unwrap();
+        assert!(r.held_back() < guard.max_pattern_len());
+    }
+    let tally = r.finish(&mut out).unwrap();
+    let p = guard.placeholder(id);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("{{\"key\":\"{p}\",\"raw\":\"{p}\"}}")
+    );
+    assert_eq!(tally.get(id).redacted, 2);
+}
+
+/// Rewrites `input` split at `cuts` through a streaming rewriter.
+fn stream(
+    guard: &Arc<Guard>,
+    plan: &Plan,
+    input: &[u8],
+    cuts: &[usize],
+) -> Result<Vec<u8>, GuardError> {
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+    cuts.sort_unstable();
+    let mut r = Rewriter::new(Arc::clone(guard), plan.clone());
+    let mut out = Vec::new();
+    let mut at = 0;
+    for cut in cuts {
+        r.push(&input[at..cut], &mut out)?;
+        at = cut;
+    }
+    r.push(&input[at..], &mut out)?;
+    r.finish(&mut out)?;
+    Ok(out)
+}
+
+/// Pieces a test stream is made of: filler, placeholders, values and their encodings,
+/// and fragments of them.
+fn pieces(f: &Fixture) -> Vec<Vec<u8>> {
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let mut v: Vec<Vec<u8>> = vec![
+        b"x".to_vec(),
+        b" ".to_vec(),
+        b"\"".to_vec(),
+        b"SLUICE_".to_vec(),
+        b"ghp_AAAA".to_vec(),
+        b"ghp_AAAAbbbbCCCCdddd1234".to_vec(),
+        b"wJalr/K7MDENG+bPxRfi\"CY".to_vec(),
+        b"wJalr%2FK7MDENG%2BbPxRfi%22CY".to_vec(),
+        b64.encode("ghp_AAAAbbbbCCCCdddd1234").into_bytes(),
+        b64.encode("a:wJalr/K7MDENG+bPxRfi\"CY").into_bytes(),
+    ];
+    for id in [f.gh, f.aws] {
+        let p = ph(f, id).into_bytes();
+        v.push(p[..p.len() / 2].to_vec());
+        v.push(p);
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn streaming_equals_one_shot_whatever_the_chunking(
+        picks in proptest::collection::vec(0usize..14, 0..24),
+        cuts in proptest::collection::vec(0usize..10_000, 0..12),
+        mode in 0u8..3,
+    ) {
+        let f = fixture();
+        let parts = pieces(&f);
+        let input: Vec<u8> = picks.iter().flat_map(|&i| parts[i % parts.len()].clone()).collect();
+        let plan = match mode {
+            0 => Plan::redact_all(&f.guard),
+            1 => {
+                let mut p = Plan::refuse_all(&f.guard).with_swap_form(SwapForm::Json);
+                p.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+                p.set(f.aws, OnPlaceholder::Keep, OnValue::Redact);
+                p
+            }
+            _ => Plan::refuse_all(&f.guard),
+        };
+        let one_shot = f.guard.rewrite(&input, &plan).map(|r| r.bytes().to_vec());
+        let streamed = stream(&f.guard, &plan, &input, &cuts);
+        match (one_shot, streamed) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(GuardError::Refused(a)), Err(GuardError::Refused(b))) => prop_assert_eq!(a, b),
+            (a, b) => prop_assert!(false, "one-shot {:?} vs streamed {:?}", a.map(|_| ()), b.map(|_| ())),
+        }
+    }
+
+    #[test]
+    fn redacted_output_never_holds_a_raw_value(
+        filler in "[A-Z0-9 .,:\n]{0,40}",
+        value in "[g-z]{8,24}",
+        cut in 0usize..200,
+    ) {
+        let mut b = Guard::builder();
+        let id = b.add("s", Placeholder::mint("s", &[9; NONCE_LEN]), SecretValue::from(value.as_str())).unwrap();
+        let guard = Arc::new(b.build().unwrap());
+        let input = format!("{filler}{value}{filler}{value}");
+        let out = stream(&guard, &Plan::redact_all(&guard), input.as_bytes(), &[cut]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        prop_assert!(!text.contains(&value));
+        prop_assert_eq!(text.matches(guard.placeholder(id).as_str()).count(), 2);
+    }
+}
