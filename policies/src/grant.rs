@@ -136,10 +136,48 @@ impl Policy {
         port: u16,
         location: &Location,
     ) -> Result<Permit, Refusal> {
-        let permit = self.may_sink(secret, sink)?;
         if sink != Sink::Egress {
-            return Ok(permit);
+            return self.may_sink(secret, sink);
         }
+        let permit = self.may_reach(secret, host, port)?;
+        let decl = &self.secrets[permit.secret_index];
+        let name = || decl.name.clone();
+        let host = normalize_host(host).map_err(|_| Refusal::InvalidHost {
+            secret: name(),
+            host: host.to_owned(),
+        })?;
+        let place = location.place();
+        if !decl.locations.contains(&place) {
+            return Err(Refusal::PlaceNotGranted {
+                secret: name(),
+                host,
+                place: place.as_str(),
+            });
+        }
+        if let (Location::Header(header), Some(names)) = (location, &decl.header_names) {
+            let header = header.to_ascii_lowercase();
+            if !names.contains(&header) {
+                return Err(Refusal::HeaderNotGranted {
+                    secret: name(),
+                    host,
+                    header,
+                });
+            }
+        }
+        Ok(permit)
+    }
+
+    /// The host half of [`Policy::may`] for [`Sink::Egress`]: may `secret`'s value go to
+    /// `host:port` at all, in some location? The proxy asks this for a real value found in
+    /// an outbound request: toward a host its secret grants it is left alone, anywhere else
+    /// it is exfiltration and refused.
+    ///
+    /// # Errors
+    ///
+    /// The sink refusals of [`Policy::may_sink`], [`Refusal::InvalidHost`],
+    /// [`Refusal::HostNotGranted`] or [`Refusal::Passthrough`].
+    pub fn may_reach(&self, secret: &str, host: &str, port: u16) -> Result<Permit, Refusal> {
+        let permit = self.may_sink(secret, Sink::Egress)?;
         let decl = &self.secrets[permit.secret_index];
         let name = || decl.name.clone();
         let host = normalize_host(host).map_err(|_| Refusal::InvalidHost {
@@ -162,24 +200,6 @@ impl Policy {
                 secret: name(),
                 host,
             });
-        }
-        let place = location.place();
-        if !decl.locations.contains(&place) {
-            return Err(Refusal::PlaceNotGranted {
-                secret: name(),
-                host,
-                place: place.as_str(),
-            });
-        }
-        if let (Location::Header(header), Some(names)) = (location, &decl.header_names) {
-            let header = header.to_ascii_lowercase();
-            if !names.contains(&header) {
-                return Err(Refusal::HeaderNotGranted {
-                    secret: name(),
-                    host,
-                    header,
-                });
-            }
         }
         Ok(permit)
     }

@@ -993,3 +993,21 @@ fn the_guard_built_from_a_policy_redacts_its_values() {
         )
     );
 }
+
+#[test]
+fn may_reach_asks_only_for_the_host_grant() {
+    let p = policy(GRANTS);
+    // Any location, any header: the host decides whether a real value may go there.
+    assert!(p.may_reach("gh", "api.github.com", 443).is_ok());
+    assert!(p.may_reach("gh", "RAW.githubusercontent.com.", 443).is_ok());
+    let refused = p.may_reach("gh", "evil.com", 443).unwrap_err();
+    assert_eq!(refused.code(), "host_not_granted");
+    assert!(p.may_reach("sandbox_key", "api.example.com", 8443).is_ok());
+    assert!(p.may_reach("sandbox_key", "api.example.com", 443).is_err());
+    // Redact-only secrets reach no host at all.
+    assert_eq!(
+        p.may_reach("quiet", "api.github.com", 443).unwrap_err().code(),
+        "redact_only"
+    );
+    assert!(p.may_reach("nobody", "api.github.com", 443).is_err());
+}

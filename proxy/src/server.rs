@@ -191,13 +191,20 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         addr: config.listen,
         source,
     })?;
-    let audit = AuditLog::open(
+    // Every free-text field of every event goes through the guard, so a value in a host
+    // label or a path segment is written as its placeholder.
+    let redactor = {
+        let guard = guard.clone();
+        Arc::new(move |text: &str| guard.redact_str(text)) as crate::audit::Redactor
+    };
+    let audit = AuditLog::open_with_redactor(
         &config.audit_log,
         &run_id,
         StartInfo {
             policy_sha256: config.policy.sha256_hex().to_owned(),
             ca_sha256: ca.fingerprint_sha256(),
         },
+        redactor,
     )?;
     let mut pins = HashMap::new();
     for (host, ip) in config.resolve {

@@ -1,0 +1,226 @@
+//! The per-secret, per-host tally behind `sluice audit summary`: swaps, refusals by
+//! reason, redactions, tunnels and denials, as a terminal table or JSON.
+//!
+//! It summarises only a log whose chain verifies: a tally of an edited log would be a lie.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::verify::scan;
+use super::{ChainError, EventKind, Line};
+
+/// What a verified log says happened, per secret and host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// The run named by `start`.
+    pub run_id: String,
+    /// How many lines the log holds, `start` and `stop` included.
+    pub events: u64,
+    /// Whether the log ends with `stop`.
+    pub complete: bool,
+    /// SHA-256 of the last line (see [`super::Verified::head`]).
+    pub head: String,
+    /// One row per (secret, host) pair that appears in an event, sorted by secret then
+    /// host; events without a secret (tunnels, denials, failed logins) have `secret: null`.
+    pub rows: Vec<SummaryRow>,
+}
+
+/// The tally of one (secret, host) pair.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SummaryRow {
+    /// The secret's name, if the events name one.
+    pub secret: Option<String>,
+    /// The host, if the events name one.
+    pub host: Option<String>,
+    /// `swap` events.
+    pub swaps: u64,
+    /// `verbatim` events (ungranted placeholders forwarded unchanged).
+    pub verbatim: u64,
+    /// `refuse` events by reason (`(no reason)` when absent).
+    pub refusals: BTreeMap<String, u64>,
+    /// The sum of the `count` of `redact` events (a `redact` without `count` counts 1).
+    pub redactions: u64,
+    /// `tunnel` events.
+    pub tunnels: u64,
+    /// `deny` events.
+    pub denials: u64,
+    /// `auth_fail` events.
+    pub auth_failures: u64,
+}
+
+impl SummaryRow {
+    /// All refusals, whatever the reason.
+    pub fn refused(&self) -> u64 {
+        self.refusals.values().sum()
+    }
+}
+
+/// What a refusal without a reason is tallied under.
+const NO_REASON: &str = "(no reason)";
+
+/// Verifies the log and tallies it per secret and host.
+///
+/// # Errors
+///
+/// Whatever [`super::verify`] finds: a log whose chain is broken is not summarised.
+pub fn summarize(path: &Path) -> Result<Summary, ChainError> {
+    let mut rows: BTreeMap<(Option<String>, Option<String>), SummaryRow> = BTreeMap::new();
+    let verified = scan(path, |line| tally(&mut rows, line))?;
+    Ok(Summary {
+        run_id: verified.run_id,
+        events: verified.lines,
+        complete: verified.complete,
+        head: verified.head,
+        rows: rows.into_values().collect(),
+    })
+}
+
+fn tally(rows: &mut BTreeMap<(Option<String>, Option<String>), SummaryRow>, line: &Line) {
+    if matches!(line.event, EventKind::Start | EventKind::Stop) {
+        return;
+    }
+    let key = (line.secret.clone(), line.host.clone());
+    let row = rows.entry(key).or_insert_with(|| SummaryRow {
+        secret: line.secret.clone(),
+        host: line.host.clone(),
+        ..SummaryRow::default()
+    });
+    match line.event {
+        EventKind::Swap => row.swaps += 1,
+        EventKind::Verbatim => row.verbatim += 1,
+        EventKind::Refuse => {
+            let reason = line.reason.as_deref().unwrap_or(NO_REASON);
+            *row.refusals.entry(reason.to_owned()).or_default() += 1;
+        }
+        EventKind::Redact => row.redactions += line.count.unwrap_or(1),
+        EventKind::Tunnel => row.tunnels += 1,
+        EventKind::Deny => row.denials += 1,
+        EventKind::AuthFail => row.auth_failures += 1,
+        EventKind::Start | EventKind::Stop => {}
+    }
+}
+
+impl Summary {
+    /// The summary as aligned plain-text tables, for a terminal: a header line, one row
+    /// per secret and host, then the refusals by reason. Control characters in names are
+    /// shown as `�`, so a log cannot drive the terminal.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "run {}: {} events, chain intact{}",
+            cell(&self.run_id),
+            self.events,
+            if self.complete {
+                ""
+            } else {
+                ", no stop record (run still going, ended abruptly, or tail cut)"
+            }
+        );
+        if self.rows.is_empty() {
+            out.push_str("no events besides start and stop\n");
+            return out;
+        }
+        out.push('\n');
+        let mut table = vec![
+            [
+                "SECRET",
+                "HOST",
+                "SWAPS",
+                "VERBATIM",
+                "REFUSED",
+                "REDACTED",
+                "TUNNELS",
+                "DENIED",
+                "AUTH_FAIL",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        ];
+        for row in &self.rows {
+            table.push(vec![
+                or_dash(row.secret.as_deref()),
+                or_dash(row.host.as_deref()),
+                row.swaps.to_string(),
+                row.verbatim.to_string(),
+                row.refused().to_string(),
+                row.redactions.to_string(),
+                row.tunnels.to_string(),
+                row.denials.to_string(),
+                row.auth_failures.to_string(),
+            ]);
+        }
+        render(
+            &mut out,
+            &table,
+            &[false, false, true, true, true, true, true, true, true],
+        );
+
+        let mut reasons = vec![
+            ["SECRET", "HOST", "REFUSED", "REASON"]
+                .map(str::to_owned)
+                .to_vec(),
+        ];
+        for row in &self.rows {
+            for (reason, n) in &row.refusals {
+                reasons.push(vec![
+                    or_dash(row.secret.as_deref()),
+                    or_dash(row.host.as_deref()),
+                    n.to_string(),
+                    cell(reason),
+                ]);
+            }
+        }
+        if reasons.len() > 1 {
+            out.push_str("\nrefusals by reason:\n");
+            render(&mut out, &reasons, &[false, false, true, false]);
+        }
+        out
+    }
+}
+
+/// Appends `table` with columns padded to their widest cell; `right[c]` right-aligns
+/// column `c` (numbers).
+fn render(out: &mut String, table: &[Vec<String>], right: &[bool]) {
+    let widths: Vec<usize> = (0..right.len())
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in table {
+        let mut line = String::new();
+        for (c, text) in row.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let pad = " ".repeat(widths[c] - text.chars().count());
+            if right[c] {
+                line.push_str(&pad);
+                line.push_str(text);
+            } else {
+                line.push_str(text);
+                line.push_str(&pad);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+fn or_dash(value: Option<&str>) -> String {
+    value.map_or_else(|| "-".to_owned(), cell)
+}
+
+/// A table cell: control characters become `�`.
+fn cell(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect()
+}

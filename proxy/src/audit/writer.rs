@@ -1,0 +1,481 @@
+//! The one writer of a run's audit log: a cheap-to-clone handle in front of a dedicated
+//! thread that owns the file, assigns `seq` and `prev`, and flushes on a short interval.
+//!
+//! It must never block a caller on the disk, and never let a failed write go unnoticed.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{
+    AuditError, Counts, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, genesis,
+    is_sha256_hex, is_valid_run_id, line_hash, sanitize_method, timestamp_now,
+};
+
+/// How long a written record may sit in the buffer before it is flushed to the file.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How many records may wait for the writer before [`AuditLog::record`] refuses more.
+pub const QUEUE_CAPACITY: usize = 16_384;
+
+/// Longest field values, in bytes; longer ones are cut and end with `…`.
+const MAX_NAME: usize = 128;
+const MAX_HOST: usize = 256;
+const MAX_PATH: usize = 2048;
+const MAX_REASON: usize = 512;
+
+/// The run's audit log. Cheap to clone (an `Arc` inside); every clone writes to the same
+/// file through the same writer thread, so lines never interleave and the order of lines
+/// in the file is the order of `seq`.
+///
+/// # Fallibility
+///
+/// [`AuditLog::open`] fails loudly when the file cannot be created or the `start` record
+/// cannot be written and flushed. After that, a failed write or flush (a full disk)
+/// marks the log failed, and so does a queue of [`QUEUE_CAPACITY`] records waiting for a
+/// stalled disk: [`AuditLog::record`] returns [`AuditError::Failed`] from then on
+/// and [`AuditLog::is_healthy`] is false, so the proxy can refuse to proxy.
+///
+/// # Durability
+///
+/// A record accepted by [`AuditLog::record`] is queued, not yet on disk: it is written at
+/// once and flushed to the file within [`FLUSH_INTERVAL`] (200 ms). [`AuditLog::close`]
+/// writes `stop`, flushes and syncs the file. A crash can lose the records of the last
+/// flush interval; the log then ends without `stop`, which `sluice audit verify` reports.
+///
+/// # Closing
+///
+/// [`AuditLog::close`] closes the log for every clone: the first call writes `stop`,
+/// flushes, syncs and joins the writer; records after it return [`AuditError::Closed`],
+/// and later `close` calls (on other clones) wait for the first to finish and return
+/// `Ok(())`, or the failure if the log had failed. Dropping the last clone without
+/// closing flushes what was queued and joins the writer, but writes no `stop`.
+#[derive(Clone)]
+pub struct AuditLog {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("healthy", &self.is_healthy())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    /// `None` once closed; records hold the read side only for a `try_send`.
+    tx: RwLock<Option<SyncSender<Msg>>>,
+    /// The writer thread, taken by the first `close` (or the last drop).
+    thread: Mutex<Option<JoinHandle<()>>>,
+    health: Arc<Health>,
+    redactor: Option<Redactor>,
+}
+
+/// What the writer thread tells the handles about itself.
+#[derive(Default)]
+struct Health {
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
+}
+
+impl Health {
+    fn fail(&self, what: &str, err: &io::Error) {
+        let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
+        failure.get_or_insert_with(|| format!("{what}: {err}"));
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    fn error(&self) -> AuditError {
+        let reason = self
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "the writer thread stopped".to_owned());
+        AuditError::Failed { reason }
+    }
+}
+
+enum Msg {
+    Event(Box<Line>),
+    Close(SyncSender<Result<(), AuditError>>),
+}
+
+impl AuditLog {
+    /// Creates (or truncates) the log at `path` with mode 0600, writes the `start` record
+    /// and flushes it before returning, then starts the writer thread.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::InvalidRunId`] or [`AuditError::InvalidDigest`] for unusable
+    /// arguments; [`AuditError::Open`] when the file cannot be created;
+    /// [`AuditError::Start`] when `start` cannot be written (a full disk).
+    pub fn open(path: &Path, run_id: &str, start: StartInfo) -> Result<AuditLog, AuditError> {
+        AuditLog::open_inner(path, run_id, start, None)
+    }
+
+    /// [`AuditLog::open`], with a redaction applied to the host, path, location and
+    /// reason of every event before it is queued (the proxy passes the guard here, so
+    /// that a known value in a host name or path segment is written as its placeholder).
+    pub fn open_with_redactor(
+        path: &Path,
+        run_id: &str,
+        start: StartInfo,
+        redactor: Redactor,
+    ) -> Result<AuditLog, AuditError> {
+        AuditLog::open_inner(path, run_id, start, Some(redactor))
+    }
+
+    fn open_inner(
+        path: &Path,
+        run_id: &str,
+        start: StartInfo,
+        redactor: Option<Redactor>,
+    ) -> Result<AuditLog, AuditError> {
+        check_start(run_id, &start)?;
+        let file = create_file(path).map_err(|source| AuditError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        AuditLog::start_with_sink(Box::new(file), path, run_id, start, redactor)
+    }
+
+    /// Writes `start` to `sink`, flushes it and starts the writer thread over it.
+    pub(crate) fn start_with_sink(
+        sink: Box<dyn Sink>,
+        path: &Path,
+        run_id: &str,
+        start: StartInfo,
+        redactor: Option<Redactor>,
+    ) -> Result<AuditLog, AuditError> {
+        check_start(run_id, &start)?;
+        let start_error = |source| AuditError::Start {
+            path: path.to_owned(),
+            source,
+        };
+        let mut writer = Writer {
+            out: BufWriter::new(sink),
+            run_id: run_id.to_owned(),
+            next_seq: 1,
+            prev: genesis(run_id),
+            counts: Counts::default(),
+        };
+        let mut line = Line::bare(EventKind::Start, timestamp_now(), run_id);
+        line.version = Some(env!("CARGO_PKG_VERSION").to_owned());
+        line.policy_sha256 = Some(start.policy_sha256);
+        line.ca_sha256 = Some(start.ca_sha256);
+        writer.write(line).map_err(start_error)?;
+        writer.out.flush().map_err(start_error)?;
+
+        let (tx, rx) = mpsc::sync_channel(QUEUE_CAPACITY);
+        let health = Arc::new(Health::default());
+        let thread_health = Arc::clone(&health);
+        let thread = std::thread::Builder::new()
+            .name("sluice-audit".to_owned())
+            .spawn(move || writer.run(&rx, &thread_health))
+            .map_err(AuditError::Spawn)?;
+        Ok(AuditLog {
+            inner: Arc::new(Inner {
+                tx: RwLock::new(Some(tx)),
+                thread: Mutex::new(Some(thread)),
+                health,
+                redactor,
+            }),
+        })
+    }
+
+    /// Queues one event. Never waits for the disk: the writer assigns `seq`, `ts` is
+    /// taken now, the path's query values are elided and the redactor (if any) applied.
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::Failed`] once a write has failed, [`AuditError::Closed`] after
+    /// [`AuditLog::close`], [`AuditError::Backlog`] when the queue is full (which fails
+    /// the log: a disk that far behind is failing), and
+    /// [`AuditError::ReservedKind`] for `start` and `stop`. On any error the event is not
+    /// recorded and the caller must not carry out what it describes (fail closed).
+    pub fn record(&self, event: Event) -> Result<(), AuditError> {
+        if matches!(event.kind, EventKind::Start | EventKind::Stop) {
+            return Err(AuditError::ReservedKind { kind: event.kind });
+        }
+        let health = &self.inner.health;
+        if health.failed.load(Ordering::SeqCst) {
+            return Err(health.error());
+        }
+        let line = self.to_line(event);
+        let tx = self.inner.tx.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(tx) = tx.as_ref() else {
+            return Err(AuditError::Closed);
+        };
+        match tx.try_send(Msg::Event(Box::new(line))) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => {
+                // A disk this far behind is failing: stop proxying rather than drop events.
+                health.fail(
+                    "queueing a record",
+                    &io::Error::other(format!(
+                        "{QUEUE_CAPACITY} records waiting: the disk is not keeping up"
+                    )),
+                );
+                Err(AuditError::Backlog {
+                    capacity: QUEUE_CAPACITY,
+                })
+            }
+            Err(TrySendError::Disconnected(_)) => Err(health.error()),
+        }
+    }
+
+    /// Whether the log is open and no write has failed: when false, the proxy refuses.
+    pub fn is_healthy(&self) -> bool {
+        !self.inner.health.failed.load(Ordering::SeqCst)
+            && self
+                .inner
+                .tx
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+    }
+
+    /// Writes `stop` (with the per-kind counts), flushes, syncs the file and joins the
+    /// writer; closes the log for every clone (see [`AuditLog`] § Closing).
+    ///
+    /// # Errors
+    ///
+    /// [`AuditError::Failed`] if the log had failed or `stop` could not be written.
+    pub fn close(self) -> Result<(), AuditError> {
+        self.inner.close()
+    }
+
+    /// The line for an event: elision, sanitising, redaction and caps, done here so that
+    /// no caller can forget them.
+    fn to_line(&self, event: Event) -> Line {
+        let redact = |text: String| match &self.inner.redactor {
+            Some(redactor) => redactor(&text),
+            None => text,
+        };
+        let mut line = Line::bare(event.kind, timestamp_now(), "");
+        line.secret = event.secret.map(|s| cap(redact(s), MAX_NAME));
+        line.host = event.host.map(|s| cap(redact(s), MAX_HOST));
+        line.method = event.method.map(|m| sanitize_method(&m));
+        line.path = event.path.map(|p| cap(redact(elide_path(&p)), MAX_PATH));
+        line.location = event.location.map(|s| cap(redact(s), MAX_NAME));
+        line.count = event.count;
+        line.reason = event.reason.map(|s| cap(redact(s), MAX_REASON));
+        line
+    }
+}
+
+impl Inner {
+    fn close(&self) -> Result<(), AuditError> {
+        // Held for the whole close, so a second closer waits until the first is done.
+        let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = self
+            .tx
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(tx) = tx else {
+            // Already closed through another clone (or dropped).
+            return if self.health.failed.load(Ordering::SeqCst) {
+                Err(self.health.error())
+            } else {
+                Ok(())
+            };
+        };
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        // A blocking send: the writer is draining the queue, or gone (then it fails).
+        let result = match tx.send(Msg::Close(reply_tx)) {
+            Ok(()) => reply_rx.recv().unwrap_or_else(|_| Err(self.health.error())),
+            Err(_) => Err(self.health.error()),
+        };
+        drop(tx);
+        // A log that failed (a full queue, say) before `stop` reports it here too.
+        let result = result.and_then(|()| {
+            if self.health.failed.load(Ordering::SeqCst) {
+                Err(self.health.error())
+            } else {
+                Ok(())
+            }
+        });
+        if let Some(handle) = thread.take()
+            && handle.join().is_err()
+        {
+            self.health.fail(
+                "joining the writer",
+                &io::Error::other("the thread panicked"),
+            );
+            return Err(self.health.error());
+        }
+        result
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Disconnect the writer: it flushes what was queued and exits; no `stop`.
+        self.tx
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let handle = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Where the writer's bytes go: the log file, or a test double.
+pub(crate) trait Sink: Write + Send {
+    /// Makes written bytes durable (fsync for a file).
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl Sink for File {
+    fn sync(&mut self) -> io::Result<()> {
+        match self.sync_all() {
+            // Devices and pipes cannot sync; their writes already failed or succeeded.
+            Err(err) if err.kind() == io::ErrorKind::InvalidInput => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// Creates or truncates the file, mode 0600 (a regular file already there is set to 0600).
+fn create_file(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if file.metadata()?.is_file() {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(file)
+}
+
+fn check_start(run_id: &str, start: &StartInfo) -> Result<(), AuditError> {
+    if !is_valid_run_id(run_id) {
+        return Err(AuditError::InvalidRunId { len: run_id.len() });
+    }
+    for (field, value) in [
+        ("policy_sha256", &start.policy_sha256),
+        ("ca_sha256", &start.ca_sha256),
+    ] {
+        if !is_sha256_hex(value) {
+            return Err(AuditError::InvalidDigest {
+                field,
+                len: value.chars().count(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The state only the writer thread touches: the file, `seq` and the chain.
+struct Writer {
+    out: BufWriter<Box<dyn Sink>>,
+    run_id: String,
+    next_seq: u64,
+    prev: String,
+    counts: Counts,
+}
+
+impl Writer {
+    /// Stamps `seq`, `run_id` and `prev` on the line, writes it and advances the chain.
+    fn write(&mut self, mut line: Line) -> io::Result<()> {
+        line.seq = self.next_seq;
+        line.run_id.clone_from(&self.run_id);
+        line.prev.clone_from(&self.prev);
+        let bytes = serde_json::to_vec(&line).map_err(io::Error::other)?;
+        self.out.write_all(&bytes)?;
+        self.out.write_all(b"\n")?;
+        self.next_seq += 1;
+        self.prev = line_hash(&bytes);
+        self.counts.add(line.event);
+        Ok(())
+    }
+
+    fn run(mut self, rx: &Receiver<Msg>, health: &Health) {
+        // When the oldest unflushed record was written, if any.
+        let mut dirty_since: Option<Instant> = None;
+        loop {
+            let received = match dirty_since {
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(since) => {
+                    let wait = FLUSH_INTERVAL.saturating_sub(since.elapsed());
+                    if wait.is_zero() {
+                        Err(RecvTimeoutError::Timeout)
+                    } else {
+                        rx.recv_timeout(wait)
+                    }
+                }
+            };
+            match received {
+                Ok(Msg::Event(line)) => {
+                    if let Err(err) = self.write(*line) {
+                        health.fail("writing a record", &err);
+                        return;
+                    }
+                    dirty_since.get_or_insert_with(Instant::now);
+                }
+                Ok(Msg::Close(reply)) => {
+                    let result = self.finish().map_err(|err| {
+                        health.fail("writing the stop record", &err);
+                        health.error()
+                    });
+                    let _ = reply.send(result);
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(err) = self.out.flush() {
+                        health.fail("flushing", &err);
+                        return;
+                    }
+                    dirty_since = None;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    if let Err(err) = self.out.flush() {
+                        health.fail("flushing", &err);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes `stop`, flushes and syncs.
+    fn finish(&mut self) -> io::Result<()> {
+        let mut line = Line::bare(EventKind::Stop, timestamp_now(), &self.run_id);
+        line.counts = Some(self.counts);
+        self.write(line)?;
+        self.out.flush()?;
+        self.out.get_mut().sync()
+    }
+}
+
+/// Where a test writer's failure is injected.
+#[cfg(test)]
+pub(crate) fn open_with_sink(
+    sink: Box<dyn Sink>,
+    run_id: &str,
+    start: StartInfo,
+) -> Result<AuditLog, AuditError> {
+    AuditLog::start_with_sink(sink, Path::new("(test sink)"), run_id, start, None)
+}
