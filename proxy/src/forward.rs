@@ -1,14 +1,18 @@
 //! One request, from the sandbox to the upstream and back, in the order the checks run.
 //!
 //! `intercepted` serves a request inside a terminated TLS tunnel; `plain` serves an
-//! absolute-form `http://` request. Each step says why it is there.
+//! absolute-form `http://` request. Each step says why it is there. Nothing is sent
+//! upstream before every check of the request head has passed.
 
 use std::sync::Arc;
 
-use http::header::HOST;
+use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, HOST};
+use http::request::Parts;
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Request, Response, Uri, Version};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use sluice_guard::{GuardError, OnPlaceholder, Tally};
 use sluice_policies::Reach;
 
 use crate::audit::{Event, EventKind};
@@ -16,6 +20,10 @@ use crate::authority::{self, Target};
 use crate::body::{self, Body};
 use crate::headers;
 use crate::refusal::Refusal;
+use crate::rewrite::codec::{self, Decoder, Encoder};
+use crate::rewrite::request::{Outbound, Place};
+use crate::rewrite::response;
+use crate::rewrite::stream::{Outcome, RewriteBody, StreamRefused};
 use crate::server::Shared;
 use crate::upstream::{SendError, UpstreamError};
 
@@ -25,56 +33,43 @@ pub async fn intercepted(
     target: &Target,
     shared: &Arc<Shared>,
 ) -> Response<Body> {
-    match try_intercepted(request, target, shared).await {
+    let (parts, incoming) = request.into_parts();
+    let log = Exchange::new(shared, target, &parts);
+    match try_forward(parts, incoming, target, shared, Mode::Intercepted, &log).await {
         Ok(response) => response,
-        Err(refusal) => refusal.into_response(),
+        Err(refusal) => {
+            shared.record(log.refusal(&refusal));
+            refusal.into_response()
+        }
     }
-}
-
-async fn try_intercepted(
-    request: Request<Incoming>,
-    target: &Target,
-    shared: &Arc<Shared>,
-) -> Result<Response<Body>, Refusal> {
-    let (mut parts, incoming) = request.into_parts();
-    // Fail closed: without a working audit log, nothing is proxied.
-    if !shared.audit.is_healthy() {
-        return Err(Refusal::unavailable(
-            "sluice's audit log failed; refusing to proxy",
-        ));
-    }
-    // Grants were decided for the CONNECT host: a request naming another goes nowhere.
-    if let Err(refusal) = authority::check(&parts.uri, &parts.headers, target) {
-        shared.record(refusal_event(&refusal, target, &parts.method, &parts.uri));
-        return Err(refusal);
-    }
-    // Framing two parsers could read two ways is refused, never repaired.
-    headers::check_framing(&parts.headers)?;
-    // Hop-by-hop headers, the proxy's credentials among them, stop here.
-    headers::remove_hop_by_hop(&mut parts.headers);
-    parts.headers.remove(HOST);
-    parts.uri = upstream_uri(Scheme::HTTPS, target, parts.uri.path_and_query())?;
-    parts.version = Version::HTTP_11;
-    let request = Request::from_parts(parts, body::incoming(incoming));
-    let method = request.method().clone();
-    let path = request.uri().clone();
-    let response = send(shared, request, target, &method, &path).await?;
-    Ok(downstream(response))
 }
 
 /// An absolute-form `http://` request: forwarded to a reachable host, never swapped.
 pub async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
-    match try_plain(request, &shared).await {
+    let (parts, incoming) = request.into_parts();
+    let target = match plain_target(&parts, &shared) {
+        Ok(target) => target,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let log = Exchange::new(&shared, &target, &parts);
+    match try_forward(parts, incoming, &target, &shared, Mode::Plain, &log).await {
         Ok(response) => response,
-        Err(refusal) => refusal.into_response(),
+        Err(refusal) => {
+            shared.record(log.refusal(&refusal));
+            refusal.into_response()
+        }
     }
 }
 
-async fn try_plain(
-    request: Request<Incoming>,
-    shared: &Arc<Shared>,
-) -> Result<Response<Body>, Refusal> {
-    let (mut parts, incoming) = request.into_parts();
+/// Whether the request came through a TLS tunnel or in the clear.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Intercepted,
+    Plain,
+}
+
+/// The target of a plain request: an `http://` URI naming a reachable host.
+fn plain_target(parts: &Parts, shared: &Arc<Shared>) -> Result<Target, Refusal> {
     if parts.uri.scheme() != Some(&Scheme::HTTP) {
         return Err(Refusal::bad_request(
             "only http:// targets may be proxied in the clear; use CONNECT for https",
@@ -88,66 +83,220 @@ async fn try_plain(
     // The egress decision, as for a tunnel.
     if let Reach::Denied(denied) = shared.policy.reach(&target.host, target.port) {
         let refusal = Refusal::host_not_allowed(&target.host, target.port, &denied.to_string());
-        shared.record(refusal_event(&refusal, &target, &parts.method, &parts.uri));
+        shared.record(Exchange::new(shared, &target, parts).refusal(&refusal));
         return Err(refusal);
     }
-    // The Host header, if any, must agree with the target.
-    authority::check(&Uri::from_static("/"), &parts.headers, &target).or_else(|refusal| {
-        if parts.headers.contains_key(HOST) {
-            Err(refusal)
-        } else {
-            Ok(())
-        }
-    })?;
-    headers::check_framing(&parts.headers)?;
-    headers::remove_hop_by_hop(&mut parts.headers);
-    parts.headers.remove(HOST);
-    parts.uri = upstream_uri(Scheme::HTTP, &target, parts.uri.path_and_query())?;
-    parts.version = Version::HTTP_11;
-    let request = Request::from_parts(parts, body::incoming(incoming));
-    let method = request.method().clone();
-    let path = request.uri().clone();
-    let response = send(shared, request, &target, &method, &path).await?;
-    Ok(downstream(response))
+    Ok(target)
 }
 
-/// Sends upstream; a failure becomes a refusal, logged.
-async fn send(
-    shared: &Arc<Shared>,
-    mut request: Request<Body>,
+async fn try_forward(
+    mut parts: Parts,
+    incoming: Incoming,
     target: &Target,
-    method: &http::Method,
-    uri: &Uri,
-) -> Result<Response<Incoming>, Refusal> {
-    // hyper-util adds no Host (set_host is off), so name the target exactly once here.
-    let host_header = if (target.port == 443 && uri.scheme() == Some(&Scheme::HTTPS))
-        || (target.port == 80 && uri.scheme() == Some(&Scheme::HTTP))
-    {
-        target.host.clone()
-    } else {
-        target.authority()
-    };
-    request.headers_mut().insert(
-        HOST,
-        http::HeaderValue::from_str(&host_header).map_err(|_| Refusal::bad_request("bad host"))?,
-    );
-    match shared.upstream.send(request).await {
-        Ok(response) => Ok(response),
-        Err(error) => {
-            let refusal = match error {
-                SendError::Dial(dial) => dial_refusal(&dial),
-                SendError::Timeout => Refusal::gateway_timeout(format!(
-                    "{target} did not answer within {}s",
-                    shared.upstream_timeouts.response.as_secs()
-                )),
-                SendError::Http(why) => Refusal::bad_gateway(
-                    "upstream-failed",
-                    format!("the exchange with {target} failed: {why}"),
-                ),
-            };
-            shared.record(refusal_event(&refusal, target, method, uri));
-            Err(refusal)
+    shared: &Arc<Shared>,
+    mode: Mode,
+    log: &Exchange,
+) -> Result<Response<Body>, Refusal> {
+    // Fail closed: without a working audit log, nothing is proxied.
+    if !shared.audit.is_healthy() {
+        return Err(Refusal::unavailable(
+            "sluice's audit log failed; refusing to proxy",
+        ));
+    }
+    // Grants were decided for the target host: a request naming another goes nowhere.
+    match mode {
+        Mode::Intercepted => authority::check(&parts.uri, &parts.headers, target)?,
+        Mode::Plain if parts.headers.contains_key(HOST) => {
+            authority::check(&Uri::from_static("/"), &parts.headers, target)?
         }
+        Mode::Plain => {}
+    }
+    // Framing two parsers could read two ways is refused, never repaired.
+    headers::check_framing(&parts.headers)?;
+    // Hop-by-hop headers, the proxy's credentials among them, stop here.
+    headers::remove_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(HOST);
+    // The scan: swap where granted, refuse everything else. Plain HTTP is never swapped.
+    let outbound = match mode {
+        Mode::Intercepted => Outbound::new(&shared.guard, &shared.policy, target),
+        Mode::Plain => Outbound::plain(&shared.guard, &shared.policy, target),
+    };
+    for swapped in outbound.rewrite_head(&mut parts)? {
+        log.record_tally(&swapped.place.label(), &swapped.tally);
+    }
+    let body = outbound_body(&outbound, &mut parts, incoming, shared, log).await?;
+    // Responses must come back in a coding sluice can decode, to be scanned.
+    if parts.headers.contains_key(ACCEPT_ENCODING) {
+        parts
+            .headers
+            .insert(ACCEPT_ENCODING, codec::accept_encoding());
+    }
+    let scheme = match mode {
+        Mode::Intercepted => Scheme::HTTPS,
+        Mode::Plain => Scheme::HTTP,
+    };
+    parts.headers.insert(HOST, host_header(target, &scheme)?);
+    parts.uri = upstream_uri(scheme, target, parts.uri.path_and_query())?;
+    parts.version = Version::HTTP_11;
+    let is_head = parts.method == Method::HEAD;
+    let response = match shared.upstream.send(Request::from_parts(parts, body)).await {
+        Ok(response) => response,
+        Err(error) => return Err(send_refusal(&error, &outbound, shared, target)),
+    };
+    downstream(response, is_head, shared, log)
+}
+
+/// The request body on its way out: scanned as it streams, or, when a swap may change its
+/// length and `Content-Length` must be recomputed (or its coding re-encoded), buffered up to
+/// the bound and rewritten whole.
+async fn outbound_body(
+    outbound: &Outbound<'_>,
+    parts: &mut Parts,
+    incoming: Incoming,
+    shared: &Arc<Shared>,
+    log: &Exchange,
+) -> Result<Body, Refusal> {
+    let plan = outbound.body_plan(parts);
+    let codings = codec::content_codings(&parts.headers).map_err(|e| {
+        Refusal::bad_request(format!(
+            "the request body cannot be scanned: {e}; send it uncompressed"
+        ))
+    })?;
+    let may_change = !codings.is_empty()
+        || shared
+            .guard
+            .ids()
+            .any(|id| plan.on_placeholder(id) == OnPlaceholder::Swap);
+    if may_change && parts.headers.contains_key(CONTENT_LENGTH) {
+        let limit = shared.limits.max_buffered_body;
+        let declared = parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| Refusal::bad_request("Content-Length is not a number"))?;
+        if declared > limit as u64 {
+            return Err(Refusal::too_large(limit));
+        }
+        let collected = http_body_util::Limited::new(incoming, limit)
+            .collect()
+            .await
+            .map_err(|_| Refusal::too_large(limit))?
+            .to_bytes();
+        let decoded = if codings.is_empty() {
+            zeroize::Zeroizing::new(collected.to_vec())
+        } else {
+            let mut out = zeroize::Zeroizing::new(Vec::new());
+            let mut decoder = Decoder::new(&codings, limit as u64)
+                .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
+            decoder
+                .push(&collected, &mut out)
+                .and_then(|()| decoder.finish(&mut out))
+                .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
+            out
+        };
+        let rewritten = shared
+            .guard
+            .rewrite(&decoded, &plan)
+            .map_err(|e| outbound.refusal(e, &Place::Body))?;
+        log.record_tally("body", rewritten.tally());
+        let mut bytes = rewritten.into_bytes();
+        if !codings.is_empty() {
+            let mut encoded = Vec::new();
+            let mut encoder = Encoder::new(&codings)
+                .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
+            encoder
+                .push(&bytes, &mut encoded)
+                .and_then(|()| encoder.finish(&mut encoded))
+                .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
+            bytes = zeroize::Zeroizing::new(encoded);
+        }
+        parts
+            .headers
+            .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+        return Ok(body::full(bytes::Bytes::from(std::mem::take(&mut *bytes))));
+    }
+    // Streamed: a refusal mid-body aborts the upstream request before the match leaves.
+    let report = log.reporter("body");
+    let mut streamed =
+        RewriteBody::new(body::incoming(incoming), shared.guard.clone(), plan, report);
+    if !codings.is_empty() {
+        let limit = shared.limits.max_decoded_body;
+        let decoder = Decoder::new(&codings, limit)
+            .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
+        let encoder = Encoder::new(&codings)
+            .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
+        streamed = streamed.with_decoder(decoder).with_encoder(encoder);
+    }
+    Ok(BodyExt::boxed(streamed))
+}
+
+/// The response on its way back: hop-by-hop headers removed, every header and the body
+/// redacted (decoded first when compressed).
+fn downstream(
+    response: Response<Incoming>,
+    is_head: bool,
+    shared: &Arc<Shared>,
+    log: &Exchange,
+) -> Result<Response<Body>, Refusal> {
+    let (mut parts, incoming) = response.into_parts();
+    headers::remove_hop_by_hop(&mut parts.headers);
+    let tally = response::redact_headers(&shared.guard, &mut parts.headers);
+    log.record_redactions("response-headers", &tally);
+    let bodiless = is_head
+        || parts.status.is_informational()
+        || parts.status == StatusCode::NO_CONTENT
+        || parts.status == StatusCode::NOT_MODIFIED;
+    if bodiless {
+        return Ok(Response::from_parts(parts, body::incoming(incoming)));
+    }
+    let codings = codec::content_codings(&parts.headers).map_err(|e| {
+        Refusal::bad_gateway(
+            "upstream-encoding",
+            format!("the response cannot be scanned, so it is not passed on: {e}"),
+        )
+    })?;
+    let mut redacted = RewriteBody::redacting(
+        body::incoming(incoming),
+        shared.guard.clone(),
+        log.reporter("response-body"),
+    );
+    if !codings.is_empty() {
+        let decoder = Decoder::new(&codings, shared.limits.max_decoded_body)
+            .map_err(|e| Refusal::bad_gateway("upstream-encoding", format!("the response: {e}")))?;
+        redacted = redacted.with_decoder(decoder);
+        parts.headers.remove(CONTENT_ENCODING);
+    }
+    // Redaction may change the length: the client gets the body chunked (HTTP/1.1) or
+    // framed by DATA frames (HTTP/2).
+    parts.headers.remove(CONTENT_LENGTH);
+    Ok(Response::from_parts(parts, BodyExt::boxed(redacted)))
+}
+
+/// The refusal for a failed exchange: a body sluice itself stopped is the secret refusal it
+/// is; blocked addresses are the client's doing (`403`); the rest is the upstream's.
+fn send_refusal(
+    error: &SendError,
+    outbound: &Outbound<'_>,
+    shared: &Shared,
+    target: &Target,
+) -> Refusal {
+    if let Some(stopped) = error.find_source::<StreamRefused>() {
+        return outbound.refusal(GuardError::Refused(stopped.refusal.clone()), &Place::Body);
+    }
+    if let Some(codec) = error.find_source::<codec::CodecError>() {
+        return Refusal::bad_request(format!("the request body: {codec}"));
+    }
+    match error {
+        SendError::Dial(dial) => dial_refusal(dial),
+        SendError::Timeout => Refusal::gateway_timeout(format!(
+            "{target} did not answer within {}s",
+            shared.upstream_timeouts.response.as_secs()
+        )),
+        SendError::Http(why) => Refusal::bad_gateway(
+            "upstream-failed",
+            format!("the exchange with {target} failed: {why}"),
+        ),
     }
 }
 
@@ -169,11 +318,19 @@ pub fn dial_refusal(error: &UpstreamError) -> Refusal {
     }
 }
 
-/// The response on its way back: hop-by-hop headers removed.
-fn downstream(response: Response<Incoming>) -> Response<Body> {
-    let (mut parts, incoming) = response.into_parts();
-    headers::remove_hop_by_hop(&mut parts.headers);
-    Response::from_parts(parts, body::incoming(incoming))
+/// The `Host` header sent upstream: the target, without a default port.
+fn host_header(target: &Target, scheme: &Scheme) -> Result<HeaderValue, Refusal> {
+    let default_port = if *scheme == Scheme::HTTPS { 443 } else { 80 };
+    let host = if target.port == default_port {
+        if target.host.contains(':') {
+            format!("[{}]", target.host)
+        } else {
+            target.host.clone()
+        }
+    } else {
+        target.authority()
+    };
+    HeaderValue::from_str(&host).map_err(|_| Refusal::bad_request("the target is not a valid host"))
 }
 
 fn upstream_uri(
@@ -196,18 +353,98 @@ fn upstream_uri(
         .map_err(|_| Refusal::bad_request("the request target is not a valid URI"))
 }
 
-fn refusal_event(refusal: &Refusal, target: &Target, method: &http::Method, uri: &Uri) -> Event {
-    let kind = if refusal.status == http::StatusCode::FORBIDDEN
-        || refusal.status == http::StatusCode::MISDIRECTED_REQUEST
-    {
-        EventKind::Deny
-    } else {
-        EventKind::Refuse
-    };
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    Event::new(kind)
-        .host(target.authority())
-        .method(method.as_str())
-        .path(path)
-        .reason(refusal.code)
+/// What the audit log needs to know about one exchange, taken before anything is rewritten
+/// (so the path logged is the one the client sent, placeholders and all).
+#[derive(Clone)]
+struct Exchange {
+    shared: Arc<Shared>,
+    host: String,
+    method: String,
+    path: String,
+}
+
+impl Exchange {
+    fn new(shared: &Arc<Shared>, target: &Target, parts: &Parts) -> Self {
+        Self {
+            shared: shared.clone(),
+            host: target.authority(),
+            method: parts.method.as_str().to_owned(),
+            path: parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned(),
+        }
+    }
+
+    fn event(&self, kind: EventKind) -> Event {
+        Event::new(kind)
+            .host(self.host.as_str())
+            .method(self.method.as_str())
+            .path(self.path.as_str())
+    }
+
+    /// The audit event for a refusal: `deny` for egress and address refusals, `refuse` for
+    /// everything else, with the secret and location when the refusal is about a secret.
+    fn refusal(&self, refusal: &Refusal) -> Event {
+        let kind = match refusal.code {
+            "host-not-allowed" | "address-blocked" => EventKind::Deny,
+            _ => EventKind::Refuse,
+        };
+        let mut event = self.event(kind).reason(refusal.code);
+        if let Some(secret) = &refusal.secret {
+            event = event.secret(secret.as_str());
+        }
+        if let Some(location) = &refusal.location {
+            event = event.location(location.as_str());
+        }
+        event
+    }
+
+    /// `swap` and `verbatim` events for what an outbound rewrite did in one place.
+    fn record_tally(&self, location: &str, tally: &Tally) {
+        for (id, counts) in tally.iter() {
+            let name = self.shared.guard.name(id);
+            if counts.swapped > 0 {
+                self.shared.record(
+                    self.event(EventKind::Swap)
+                        .secret(name)
+                        .location(location)
+                        .count(counts.swapped),
+                );
+            }
+            if counts.kept_placeholders > 0 {
+                self.shared.record(
+                    self.event(EventKind::Verbatim)
+                        .secret(name)
+                        .location(location)
+                        .count(counts.kept_placeholders)
+                        .reason("egress.verbatim host: placeholder forwarded unchanged"),
+                );
+            }
+        }
+    }
+
+    /// `redact` events for what an inbound rewrite did.
+    fn record_redactions(&self, location: &str, tally: &Tally) {
+        for (id, counts) in tally.iter() {
+            if counts.redacted > 0 {
+                self.shared.record(
+                    self.event(EventKind::Redact)
+                        .secret(self.shared.guard.name(id))
+                        .location(location)
+                        .count(counts.redacted),
+                );
+            }
+        }
+    }
+
+    /// The callback a streamed body reports to when it ends.
+    fn reporter(&self, location: &'static str) -> impl FnOnce(Outcome) + Send + 'static {
+        let exchange = self.clone();
+        move |outcome: Outcome| {
+            exchange.record_tally(location, &outcome.tally);
+            exchange.record_redactions(location, &outcome.tally);
+        }
+    }
 }

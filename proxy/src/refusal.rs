@@ -32,6 +32,10 @@ pub struct Refusal {
     pub message: String,
     /// Who was at fault.
     pub fault: Fault,
+    /// The secret a refusal is about, for the audit log (its name, never its value).
+    pub secret: Option<String>,
+    /// Where in the request the refused match was (`header:authorization`, `query`, ...).
+    pub location: Option<String>,
 }
 
 impl Refusal {
@@ -113,12 +117,41 @@ impl Refusal {
         )
     }
 
+    /// `403`: a placeholder where its secret is not granted, or a real value toward a host
+    /// its secret does not grant. `message` names the secret, the place, the host and the
+    /// grant that would allow it.
+    pub fn secret_refused(
+        code: &'static str,
+        message: String,
+        secret: &str,
+        location: String,
+    ) -> Self {
+        let mut refusal = Self::new(StatusCode::FORBIDDEN, code, message, Fault::Client);
+        refusal.secret = Some(secret.to_owned());
+        refusal.location = Some(location);
+        refusal
+    }
+
+    /// `413`: a body that must be buffered to be rewritten is larger than the bound.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            format!(
+                "the request body must be buffered to swap a placeholder and recompute Content-Length, and it exceeds sluice's bound of {limit} bytes; send it chunked (without Content-Length) or smaller"
+            ),
+            Fault::Client,
+        )
+    }
+
     fn new(status: StatusCode, code: &'static str, message: String, fault: Fault) -> Self {
         Self {
             status,
             code,
             message,
             fault,
+            secret: None,
+            location: None,
         }
     }
 

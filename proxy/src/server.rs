@@ -30,6 +30,8 @@ use crate::upstream::{Timeouts, Upstream, UpstreamConfig};
 /// - `h2_max_streams`: 100 concurrent streams per HTTP/2 connection
 /// - `tls_handshake_timeout`: 10 s for the client's TLS handshake
 /// - `drain_timeout`: 10 s for in-flight requests at shutdown
+/// - `max_buffered_body`: 8 MiB of request body buffered to recompute `Content-Length`
+/// - `max_decoded_body`: 1 GiB decoded from one compressed body
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// Concurrent client connections.
@@ -44,6 +46,12 @@ pub struct Limits {
     pub tls_handshake_timeout: Duration,
     /// Time allowed for in-flight requests at shutdown.
     pub drain_timeout: Duration,
+    /// The largest request body buffered to recompute its `Content-Length` after a swap
+    /// (`413` beyond).
+    pub max_buffered_body: usize,
+    /// The most bytes a compressed body may decode to (`502` for responses beyond: a
+    /// decompression bomb).
+    pub max_decoded_body: u64,
 }
 
 impl Default for Limits {
@@ -55,6 +63,8 @@ impl Default for Limits {
             h2_max_streams: 100,
             tls_handshake_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
+            max_buffered_body: 8 * 1024 * 1024,
+            max_decoded_body: 1024 * 1024 * 1024,
         }
     }
 }

@@ -68,7 +68,7 @@ impl Dialer {
             .await
             .map_err(|_| UpstreamError::TlsTimeout { host: host.clone() })?
             .map_err(|source| UpstreamError::Tls { host, source })?;
-        Ok(UpstreamConn::Tls(TokioIo::new(stream)))
+        Ok(UpstreamConn::Tls(Box::new(TokioIo::new(stream))))
     }
 
     /// Resolves, checks and dials `host:port`, trying each checked address in turn.
@@ -104,8 +104,8 @@ impl Dialer {
 pub enum UpstreamConn {
     /// Plain HTTP (absolute-form requests from the sandbox; never swapped).
     Plain(TokioIo<TcpStream>),
-    /// TLS, verified.
-    Tls(TokioIo<TlsStream<TcpStream>>),
+    /// TLS, verified. Boxed: a TLS session is a kilobyte of state, a plain socket is not.
+    Tls(Box<TokioIo<TlsStream<TcpStream>>>),
 }
 
 impl Connection for UpstreamConn {
@@ -132,7 +132,7 @@ impl Read for UpstreamConn {
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Self::Plain(io) => Pin::new(io).poll_read(cx, buf),
-            Self::Tls(io) => Pin::new(io).poll_read(cx, buf),
+            Self::Tls(io) => Pin::new(io.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -145,21 +145,21 @@ impl Write for UpstreamConn {
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(io) => Pin::new(io).poll_write(cx, buf),
-            Self::Tls(io) => Pin::new(io).poll_write(cx, buf),
+            Self::Tls(io) => Pin::new(io.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Self::Plain(io) => Pin::new(io).poll_flush(cx),
-            Self::Tls(io) => Pin::new(io).poll_flush(cx),
+            Self::Tls(io) => Pin::new(io.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Self::Plain(io) => Pin::new(io).poll_shutdown(cx),
-            Self::Tls(io) => Pin::new(io).poll_shutdown(cx),
+            Self::Tls(io) => Pin::new(io.as_mut()).poll_shutdown(cx),
         }
     }
 
@@ -170,7 +170,7 @@ impl Write for UpstreamConn {
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(io) => Pin::new(io).poll_write_vectored(cx, bufs),
-            Self::Tls(io) => Pin::new(io).poll_write_vectored(cx, bufs),
+            Self::Tls(io) => Pin::new(io.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 

@@ -216,7 +216,7 @@ impl Upstream {
                     .map(clone_dial_error);
                 match dial {
                     Some(dial) => Err(SendError::Dial(dial)),
-                    None => Err(SendError::Http(error.to_string())),
+                    None => Err(SendError::Http(error)),
                 }
             }
         }
@@ -235,8 +235,26 @@ pub enum SendError {
     Dial(UpstreamError),
     /// No response head within the response timeout.
     Timeout,
-    /// The HTTP exchange failed.
-    Http(String),
+    /// The HTTP exchange failed (kept whole: the caller looks in its sources for a body
+    /// that sluice itself stopped).
+    Http(hyper_util::client::legacy::Error),
+}
+
+impl SendError {
+    /// The innermost error of type `E` in the failure's source chain, if any.
+    pub fn find_source<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        let Self::Http(error) = self else {
+            return None;
+        };
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        while let Some(current) = source {
+            if let Some(found) = current.downcast_ref::<E>() {
+                return Some(found);
+            }
+            source = current.source();
+        }
+        None
+    }
 }
 
 /// `UpstreamError` holds `io::Error`s, which do not clone; keep their kind and text.

@@ -1,0 +1,324 @@
+//! Outbound: the scan of a request toward an intercepted host.
+//!
+//! Every part of the request is scanned with the guard: method, path, query, header names
+//! and values, body and trailers. What a match becomes is decided per secret, per place, by
+//! `sluice-policies`, and written into a guard [`Plan`]:
+//!
+//! - a placeholder in a place its secret grants, toward a host it grants: swapped;
+//! - any other placeholder: refused, unless the host is `egress.verbatim` (kept);
+//! - a real value toward a host its secret grants: kept (the sandbox should not hold it,
+//!   but it goes where it may go); toward any other host: refused, as exfiltration.
+//!
+//! Nothing here forwards anything: a refusal is returned before the request leaves.
+
+use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use http::request::Parts;
+use http::uri::PathAndQuery;
+use sluice_guard::{Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, SwapForm, Tally};
+use sluice_policies::{Location, Policy, Sink};
+
+use crate::authority::Target;
+use crate::refusal::Refusal;
+
+/// Where in a request a match was found, as the audit log names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// The method.
+    Method,
+    /// The path (before `?`).
+    Path,
+    /// The query string.
+    Query,
+    /// A header's name.
+    HeaderName,
+    /// A header's value: `header:<name>`.
+    Header(HeaderName),
+    /// The body.
+    Body,
+    /// A trailer's value: `trailer:<name>`.
+    Trailer(HeaderName),
+}
+
+impl Place {
+    /// The grantable location this place is, if any: method, path and header names are
+    /// never swapped.
+    fn location(&self) -> Option<Location> {
+        match self {
+            Self::Query => Some(Location::Query),
+            Self::Body => Some(Location::Body),
+            Self::Header(name) | Self::Trailer(name) => Some(Location::Header(name.to_string())),
+            Self::Method | Self::Path | Self::HeaderName => None,
+        }
+    }
+
+    /// The `location` field of the audit log.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Method => "method".into(),
+            Self::Path => "path".into(),
+            Self::Query => "query".into(),
+            Self::HeaderName => "header-name".into(),
+            Self::Header(name) => format!("header:{name}"),
+            Self::Body => "body".into(),
+            Self::Trailer(name) => format!("trailer:{name}"),
+        }
+    }
+}
+
+/// What the outbound scan did in one place: the audit log's `swap` and `verbatim` events.
+#[derive(Debug)]
+pub struct Swapped {
+    /// Where.
+    pub place: Place,
+    /// Per secret: swapped placeholders, kept placeholders (verbatim), kept values.
+    pub tally: Tally,
+}
+
+/// The outbound scan for one target host: the guard, the grants, and whether the host is
+/// `egress.verbatim`.
+pub struct Outbound<'a> {
+    guard: &'a Guard,
+    policy: &'a Policy,
+    target: &'a Target,
+    verbatim: bool,
+    /// A plain `http://` request: nothing is ever swapped into it, and no value may leave in
+    /// it, whatever the grants say.
+    plain: bool,
+}
+
+impl<'a> Outbound<'a> {
+    /// The scan of requests toward `target`.
+    pub fn new(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
+        let verbatim = policy.is_verbatim(&target.host, target.port);
+        Self {
+            guard,
+            policy,
+            target,
+            verbatim,
+            plain: false,
+        }
+    }
+
+    /// The scan of plain `http://` requests toward `target`: every placeholder and every
+    /// value is refused (a verbatim host keeps its placeholders, which are not secrets).
+    pub fn plain(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
+        Self {
+            plain: true,
+            ..Self::new(guard, policy, target)
+        }
+    }
+
+    /// The plan for one place: asks the grant decision once per secret.
+    pub fn plan(&self, place: &Place) -> Plan {
+        if self.plain {
+            let mut plan = Plan::refuse_all(self.guard);
+            if self.verbatim {
+                for id in self.guard.ids() {
+                    plan.set(id, OnPlaceholder::Keep, OnValue::Refuse);
+                }
+            }
+            return plan;
+        }
+        let location = place.location();
+        let (host, port) = (self.target.host.as_str(), self.target.port);
+        let mut plan = Plan::refuse_all(self.guard);
+        for id in self.guard.ids() {
+            let name = self.guard.name(id);
+            let on_value = match self.policy.may_reach(name, host, port) {
+                Ok(_) => OnValue::Keep,
+                Err(_) => OnValue::Refuse,
+            };
+            let granted = location
+                .as_ref()
+                .is_some_and(|loc| self.policy.may(name, Sink::Egress, host, port, loc).is_ok());
+            let on_placeholder = if granted {
+                OnPlaceholder::Swap
+            } else if self.verbatim {
+                OnPlaceholder::Keep
+            } else {
+                OnPlaceholder::Refuse
+            };
+            plan.set(id, on_placeholder, on_value);
+        }
+        plan
+    }
+
+    /// The plan for the body, writing swapped values in the form the body's content type
+    /// needs (JSON-escaped in JSON, form-encoded in form bodies).
+    pub fn body_plan(&self, parts: &Parts) -> Plan {
+        let content_type = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let form = if content_type.contains("json") {
+            SwapForm::Json
+        } else if content_type.starts_with("application/x-www-form-urlencoded") {
+            SwapForm::Form
+        } else {
+            SwapForm::Raw
+        };
+        self.plan(&Place::Body).with_swap_form(form)
+    }
+
+    /// Scans and rewrites the request head in place. Returns what was swapped or kept, or
+    /// the refusal for the first refused match.
+    pub fn rewrite_head(&self, parts: &mut Parts) -> Result<Vec<Swapped>, Refusal> {
+        let mut done = Vec::new();
+        // The method and path can carry no grant: any match there is refused or kept.
+        self.check_only(parts.method.as_str().as_bytes(), &Place::Method, &mut done)?;
+        let path = parts.uri.path().to_owned();
+        self.check_only(path.as_bytes(), &Place::Path, &mut done)?;
+        // The query: swapped values are percent-encoded.
+        if let Some(query) = parts.uri.query().map(str::to_owned)
+            && self.guard.is_match(query.as_bytes())
+        {
+            let plan = self.plan(&Place::Query).with_swap_form(SwapForm::Percent);
+            let rewritten = self
+                .guard
+                .rewrite(query.as_bytes(), &plan)
+                .map_err(|e| self.refusal(e, &Place::Query))?;
+            if rewritten.is_changed() {
+                let new_query = String::from_utf8_lossy(rewritten.bytes());
+                let pq: PathAndQuery = format!("{path}?{new_query}")
+                    .parse()
+                    .map_err(|_| Refusal::bad_request("the rewritten query is not valid"))?;
+                let mut uri = parts.uri.clone().into_parts();
+                uri.path_and_query = Some(pq);
+                parts.uri = http::Uri::from_parts(uri)
+                    .map_err(|_| Refusal::bad_request("the rewritten target is not valid"))?;
+            }
+            done.push(Swapped {
+                place: Place::Query,
+                tally: rewritten.tally().clone(),
+            });
+        }
+        // Headers: names are only checked; values are swapped where the header is granted,
+        // including inside `Basic` credentials.
+        let mut replaced: Vec<(HeaderName, usize, HeaderValue)> = Vec::new();
+        for name in parts.headers.keys() {
+            self.check_only(name.as_str().as_bytes(), &Place::HeaderName, &mut done)?;
+            for (index, value) in parts.headers.get_all(name).iter().enumerate() {
+                if !self.guard.is_match(value.as_bytes()) {
+                    continue;
+                }
+                let place = Place::Header(name.clone());
+                let rewritten = self
+                    .guard
+                    .rewrite_header_value(value.as_bytes(), &self.plan(&place))
+                    .map_err(|e| self.refusal(e, &place))?;
+                if rewritten.is_changed() {
+                    let new = HeaderValue::from_bytes(rewritten.bytes()).map_err(|_| {
+                        Refusal::bad_request(format!(
+                            "the value swapped into header {name} is not a valid header value"
+                        ))
+                    })?;
+                    replaced.push((name.clone(), index, new));
+                }
+                done.push(Swapped {
+                    place,
+                    tally: rewritten.tally().clone(),
+                });
+            }
+        }
+        for (name, index, value) in replaced {
+            replace_nth(&mut parts.headers, &name, index, value);
+        }
+        Ok(done)
+    }
+
+    /// A place where nothing may be swapped: a refused match is a refusal, a kept one (a
+    /// verbatim placeholder, a value toward its own host) is counted.
+    fn check_only(
+        &self,
+        bytes: &[u8],
+        place: &Place,
+        done: &mut Vec<Swapped>,
+    ) -> Result<(), Refusal> {
+        if !self.guard.is_match(bytes) {
+            return Ok(());
+        }
+        let rewritten = self
+            .guard
+            .rewrite(bytes, &self.plan(place))
+            .map_err(|e| self.refusal(e, place))?;
+        done.push(Swapped {
+            place: place.clone(),
+            tally: rewritten.tally().clone(),
+        });
+        Ok(())
+    }
+
+    /// The refusal sent back for a refused match: names the secret, the place, the host and
+    /// the grant that would allow it. Never the value.
+    pub fn refusal(&self, error: GuardError, place: &Place) -> Refusal {
+        let GuardError::Refused(refused) = error else {
+            return Refusal::bad_request(format!(
+                "sluice could not scan the {}: {error}",
+                place.label()
+            ));
+        };
+        let (host, port) = (self.target.host.as_str(), self.target.port);
+        let secret = refused.name.as_str();
+        let target = self.target.authority();
+        match refused.form {
+            Form::Placeholder => {
+                let why = match place.location() {
+                    _ if self.plain => {
+                        "placeholders are never swapped into plain http:// requests; use https://"
+                            .to_owned()
+                    }
+                    Some(location) => {
+                        match self.policy.may(secret, Sink::Egress, host, port, &location) {
+                            Err(refusal) => refusal.to_string(),
+                            Ok(_) => "the grant was withdrawn".into(),
+                        }
+                    }
+                    None => format!(
+                        "placeholders are swapped only in headers, the query or the body, never in the {}",
+                        place.label()
+                    ),
+                };
+                Refusal::secret_refused(
+                    "placeholder-not-granted",
+                    format!(
+                        "sluice refused the request to {target}: placeholder of secret {secret} in {}: {why}",
+                        place.label()
+                    ),
+                    secret,
+                    place.label(),
+                )
+            }
+            Form::Value(encoding) => {
+                let why = match self.policy.may_reach(secret, host, port) {
+                    _ if self.plain => "a secret value never leaves in plain http://".to_owned(),
+                    Err(refusal) => refusal.to_string(),
+                    Ok(_) => "the grant was withdrawn".into(),
+                };
+                Refusal::secret_refused(
+                    "secret-value-refused",
+                    format!(
+                        "sluice refused the request to {target}: the real value of secret {secret} ({} form) in {}: {why}",
+                        encoding.family(),
+                        place.label()
+                    ),
+                    secret,
+                    place.label(),
+                )
+            }
+        }
+    }
+}
+
+/// Replaces the `index`th value of header `name`, keeping the order of the others.
+fn replace_nth(headers: &mut http::HeaderMap, name: &HeaderName, index: usize, value: HeaderValue) {
+    let mut values: Vec<HeaderValue> = headers.get_all(name).iter().cloned().collect();
+    if let Some(slot) = values.get_mut(index) {
+        *slot = value;
+    }
+    headers.remove(name);
+    for v in values {
+        headers.append(name.clone(), v);
+    }
+}

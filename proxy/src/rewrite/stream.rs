@@ -1,0 +1,569 @@
+//! A streaming body that passes every data frame through an optional decoder, the guard's
+//! streaming rewriter and an optional encoder, and reports what it did when it ends.
+//!
+//! This module owns applying one [`Plan`] to a whole body as it streams: data frames
+//! (decoded first when the body has a `Content-Encoding`), then trailers. The output is
+//! exactly the one-shot rewrite of the whole (decoded) body, whatever the frame boundaries,
+//! because the guard's [`Rewriter`] holds back any tail that may still grow into a match.
+//!
+//! It must never let a byte pass unscanned: a refusal by the plan, a body that does not decode
+//! and an error of the inner body each end the stream with an error (so hyper aborts the
+//! message instead of finishing it), and a trailer that cannot be written as rewritten is
+//! dropped, never passed on as it came. It decides no grant (the [`Plan`] says) and matches
+//! nothing itself (the guard does). It never logs: what it did goes to the [`Outcome`]
+//! callback, once, for the audit log.
+//!
+//! # Example: a redacted response and a swapped request
+//! ```
+//! use std::sync::Arc;
+//! use bytes::Bytes;
+//! use http_body_util::BodyExt as _;
+//! use sluice_guard::{Guard, OnPlaceholder, OnValue, Placeholder, Plan, SecretValue};
+//! use sluice_proxy::body;
+//! use sluice_proxy::rewrite::codec::{ContentCoding, Decoder};
+//! use sluice_proxy::rewrite::stream::RewriteBody;
+//!
+//! let mut builder = Guard::builder();
+//! let token = builder.add(
+//!     "github_token",
+//!     Placeholder::mint("github_token", &[7; 12]),
+//!     SecretValue::from("ghp_real_value_0123456789"),
+//! )?;
+//! let guard = Arc::new(builder.build()?);
+//!
+//! // Response: decoded (the caller drops Content-Encoding and Content-Length), then redacted.
+//! let upstream = body::full(Bytes::from_static(b"token=ghp_real_value_0123456789"));
+//! let decoder = Decoder::new(&[], 64 << 20).unwrap();
+//! let response = RewriteBody::redacting(upstream, Arc::clone(&guard), |outcome| {
+//!     assert_eq!(outcome.tally.total().redacted, 1); // write the audit `redact` event here
+//! })
+//! .with_decoder(decoder)
+//! .boxed();
+//!
+//! // Request toward a host and a location the secret grants: placeholders are swapped.
+//! let mut plan = Plan::refuse_all(&guard);
+//! plan.set(token, OnPlaceholder::Swap, OnValue::Keep);
+//! let sandbox = body::full(Bytes::from(format!("t={}", guard.placeholder(token))));
+//! let request = RewriteBody::new(sandbox, Arc::clone(&guard), plan, |_outcome| {}).boxed();
+//! # let _ = (response, request);
+//! # Ok::<(), sluice_guard::GuardError>(())
+//! ```
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf as _, Bytes};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use http_body::{Frame, SizeHint};
+use sluice_guard::{Guard, GuardError, Plan, Refusal, Rewriter, Tally};
+use zeroize::Zeroizing;
+
+use super::codec::{CodecError, Decoder, Encoder, SLICE};
+use crate::body::{Body, BoxError};
+
+/// Where in a body a plan refused a match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamPlace {
+    /// The data of the body (decoded, when it had a coding); the refusal's offset counts
+    /// decoded bytes.
+    Body,
+    /// A trailer's name.
+    TrailerName,
+    /// A trailer's value. The name is given unless the name itself held a match.
+    Trailer {
+        /// The trailer's name, when it is safe to show.
+        name: Option<String>,
+    },
+}
+
+impl fmt::Display for StreamPlace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Body => f.write_str("in the body"),
+            Self::TrailerName => f.write_str("in a trailer name"),
+            Self::Trailer { name: Some(name) } => write!(f, "in trailer `{name}`"),
+            Self::Trailer { name: None } => f.write_str("in a trailer value"),
+        }
+    }
+}
+
+/// The error a [`RewriteBody`] ends with when its plan refuses a match: an ungranted
+/// placeholder, or a real value going where its secret is not granted.
+///
+/// It names the secret, what was found (placeholder or value, and the encoding) and where,
+/// never the bytes. Find it with `err.downcast_ref::<StreamRefused>()` on the body's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("sluice stopped the body: {refusal}, {place}")]
+pub struct StreamRefused {
+    /// The guard's refusal: the secret's id and name, the form found, the offset.
+    pub refusal: Refusal,
+    /// Where the match was.
+    pub place: StreamPlace,
+}
+
+impl StreamRefused {
+    /// The refused secret's name.
+    pub fn secret(&self) -> &str {
+        &self.refusal.name
+    }
+}
+
+/// How a [`RewriteBody`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum End {
+    /// Every frame was rewritten and passed on.
+    Complete,
+    /// The plan refused a match; the body ended with a [`StreamRefused`] error.
+    Refused(StreamRefused),
+    /// The body did not decode (corrupt, truncated, over the bound); it ended with this
+    /// [`CodecError`].
+    Codec(CodecError),
+    /// The guard failed otherwise (a bug); the body ended with this error.
+    Guard(GuardError),
+    /// The inner body failed; its error was passed on unchanged.
+    Inner,
+    /// The body was dropped before its end (the peer went away, or the message was
+    /// abandoned).
+    Cancelled,
+}
+
+/// What a [`RewriteBody`] did, reported once when it ends, for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Per secret: swapped, redacted and kept, over the body and its trailers. Counts what
+    /// was passed on before an error, too: swapped bytes may have left already.
+    pub tally: Tally,
+    /// How the body ended.
+    pub end: End,
+    /// Bytes received from the inner body (as they came, still encoded).
+    pub bytes_in: u64,
+    /// Bytes passed on.
+    pub bytes_out: u64,
+}
+
+impl Outcome {
+    /// Whether the body ended normally.
+    pub fn is_complete(&self) -> bool {
+        self.end == End::Complete
+    }
+}
+
+/// The callback that receives the [`Outcome`].
+pub type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
+
+/// A body rewritten as it streams: frames of the inner body go through an optional
+/// [`Decoder`], the guard's [`Rewriter`] under one [`Plan`], and an optional [`Encoder`];
+/// trailers are rewritten too.
+///
+/// It calls its report callback exactly once: when it ends (normally or with an error), or
+/// when it is dropped before its end. The callback runs inside `poll_frame` or `drop`: keep it
+/// short (send the outcome on a channel, or append an audit line).
+///
+/// Its length is unknown until it ends (a rewrite may change it): callers remove
+/// `Content-Length` (and `Content-Encoding` when decoding without re-encoding).
+///
+/// # Resource usage
+/// At most one inner frame (fed on in slices of [`SLICE`] bytes), one decoded slice, what
+/// the rewriter holds back (less than the guard's longest pattern) and what the codecs
+/// hold; each output frame comes from one slice. See [`RewriteBody::buffered`].
+pub struct RewriteBody {
+    inner: Body,
+    guard: Arc<Guard>,
+    trailer_plan: Plan,
+    rewriter: Option<Rewriter>,
+    decoder: Option<Decoder>,
+    encoder: Option<Encoder>,
+    /// Inner data not yet fed on.
+    pending: Bytes,
+    /// Whether the decoder may hold more output for what it was fed.
+    draining: bool,
+    /// Decoded bytes on their way to the rewriter (may hold a value: zeroized).
+    decoded: Zeroizing<Vec<u8>>,
+    trailers: Option<HeaderMap>,
+    /// The body's tally once the rewriter is finished (or gone after an error).
+    body_tally: Tally,
+    trailer_tally: Tally,
+    state: State,
+    bytes_in: u64,
+    bytes_out: u64,
+    /// Only ever reached through `&mut self` (`get_mut`, no locking): the mutex is there so
+    /// that the body is `Sync`, as `BoxBody` requires, without asking the callback to be.
+    report: Mutex<Option<Report>>,
+}
+
+enum State {
+    Streaming,
+    Ending,
+    Trailers(Option<HeaderMap>),
+    Done,
+}
+
+impl fmt::Debug for RewriteBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RewriteBody")
+            .field("rewriter", &self.rewriter)
+            .field("decoder", &self.decoder)
+            .field("encoder", &self.encoder)
+            .field("pending", &self.pending.len())
+            .field("bytes_in", &self.bytes_in)
+            .field("bytes_out", &self.bytes_out)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a step failed, before it becomes the body's error.
+enum Failure {
+    Refused(StreamRefused),
+    Codec(CodecError),
+    Guard(GuardError),
+}
+
+impl From<CodecError> for Failure {
+    fn from(e: CodecError) -> Self {
+        Self::Codec(e)
+    }
+}
+
+impl Failure {
+    fn from_guard(e: GuardError, place: StreamPlace) -> Self {
+        match e {
+            GuardError::Refused(refusal) => Self::Refused(StreamRefused { refusal, place }),
+            other => Self::Guard(other),
+        }
+    }
+
+    fn end(&self) -> End {
+        match self {
+            Self::Refused(r) => End::Refused(r.clone()),
+            Self::Codec(e) => End::Codec(e.clone()),
+            Self::Guard(e) => End::Guard(e.clone()),
+        }
+    }
+
+    fn into_error(self) -> BoxError {
+        match self {
+            Self::Refused(r) => Box::new(r),
+            Self::Codec(e) => Box::new(e),
+            Self::Guard(e) => Box::new(e),
+        }
+    }
+}
+
+impl RewriteBody {
+    /// Rewrites `inner` under `plan` (body and trailers), calling `report` once when it ends.
+    pub fn new(
+        inner: Body,
+        guard: Arc<Guard>,
+        plan: Plan,
+        report: impl FnOnce(Outcome) + Send + 'static,
+    ) -> Self {
+        Self {
+            inner,
+            trailer_plan: plan.clone(),
+            rewriter: Some(Rewriter::new(Arc::clone(&guard), plan)),
+            guard,
+            decoder: None,
+            encoder: None,
+            pending: Bytes::new(),
+            draining: false,
+            decoded: Zeroizing::new(Vec::new()),
+            trailers: None,
+            body_tally: Tally::default(),
+            trailer_tally: Tally::default(),
+            state: State::Streaming,
+            bytes_in: 0,
+            bytes_out: 0,
+            report: Mutex::new(Some(Box::new(report))),
+        }
+    }
+
+    /// Redacts every known value in `inner` to its placeholder (responses): the plan
+    /// [`Plan::redact_all`], which never refuses.
+    pub fn redacting(
+        inner: Body,
+        guard: Arc<Guard>,
+        report: impl FnOnce(Outcome) + Send + 'static,
+    ) -> Self {
+        let plan = Plan::redact_all(&guard);
+        Self::new(inner, guard, plan, report)
+    }
+
+    /// Decodes the inner body before rewriting it (its `Content-Encoding`, bounded); the
+    /// output stays decoded unless an encoder is set too.
+    pub fn with_decoder(mut self, decoder: Decoder) -> Self {
+        self.decoder = Some(decoder);
+        self
+    }
+
+    /// Encodes the rewritten body again (a request body sent on in the coding it came in).
+    pub fn with_encoder(mut self, encoder: Encoder) -> Self {
+        self.encoder = Some(encoder);
+        self
+    }
+
+    /// A different plan for the trailers (by default, the body's).
+    pub fn with_trailer_plan(mut self, plan: Plan) -> Self {
+        self.trailer_plan = plan;
+        self
+    }
+
+    /// Bytes this body holds between polls: the undecoded rest of the current frame, the
+    /// decode buffer, the rewriter's held-back tail and the decoder's inner buffers (the
+    /// codec libraries' windows are not counted).
+    pub fn buffered(&self) -> usize {
+        self.pending.len()
+            + self.decoded.capacity()
+            + self.rewriter.as_ref().map_or(0, Rewriter::held_back)
+            + self.decoder.as_ref().map_or(0, Decoder::buffered)
+    }
+
+    /// Rewrites one slice of the pending input; `None` when it produced no output yet.
+    fn step(&mut self) -> Result<Option<Bytes>, Failure> {
+        let Some(rewriter) = self.rewriter.as_mut() else {
+            self.pending.clear();
+            self.draining = false;
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        let pushed = match self.decoder.as_mut() {
+            Some(decoder) => {
+                self.decoded.clear();
+                let used = decoder.decode_some(&self.pending, &mut self.decoded, SLICE)?;
+                self.pending.advance(used);
+                self.draining = self.decoded.len() == SLICE;
+                out.reserve(self.decoded.len() + rewriter.held_back());
+                rewriter.push(&self.decoded, &mut out)
+            }
+            None => {
+                let slice = self.pending.split_to(self.pending.len().min(SLICE));
+                out.reserve(slice.len() + rewriter.held_back());
+                rewriter.push(&slice, &mut out)
+            }
+        };
+        pushed.map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
+        self.encode(out, false)
+    }
+
+    /// Passes rewritten bytes through the encoder, if any; `None` when nothing is ready.
+    fn encode(&mut self, out: Vec<u8>, last: bool) -> Result<Option<Bytes>, Failure> {
+        let out = match self.encoder.as_mut() {
+            None => out,
+            Some(encoder) => {
+                let plain = Zeroizing::new(out);
+                let mut encoded = Vec::with_capacity(plain.len() / 2 + 64);
+                encoder.push(&plain, &mut encoded)?;
+                if last && let Some(encoder) = self.encoder.take() {
+                    encoder.finish(&mut encoded)?;
+                }
+                encoded
+            }
+        };
+        if out.is_empty() {
+            return Ok(None);
+        }
+        self.bytes_out += out.len() as u64;
+        Ok(Some(Bytes::from(out)))
+    }
+
+    /// Ends the body: trailers first (so a refused trailer stops the body before its last
+    /// bytes leave), then the decoder's, rewriter's and encoder's ends.
+    fn end(&mut self) -> Result<(Option<Bytes>, Option<HeaderMap>), Failure> {
+        let trailers = match self.trailers.take() {
+            Some(trailers) => Some(self.rewrite_trailers(trailers)?),
+            None => None,
+        };
+        let mut out = Vec::new();
+        if let Some(rewriter) = self.rewriter.as_mut() {
+            if let Some(decoder) = self.decoder.take() {
+                self.decoded.clear();
+                decoder.finish(&mut self.decoded)?;
+                rewriter
+                    .push(&self.decoded, &mut out)
+                    .map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
+            }
+        }
+        if let Some(rewriter) = self.rewriter.take() {
+            self.body_tally = rewriter.tally().clone();
+            self.body_tally = rewriter
+                .finish(&mut out)
+                .map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
+        }
+        Ok((self.encode(out, true)?, trailers))
+    }
+
+    /// Rewrites every trailer under the trailer plan. A trailer whose rewritten name or value
+    /// is not valid in a header is dropped: passing it on as it came would pass it unscanned.
+    fn rewrite_trailers(&mut self, trailers: HeaderMap) -> Result<HeaderMap, Failure> {
+        let mut out = HeaderMap::with_capacity(trailers.len());
+        // The (rewritten) name of the values that follow, and whether it is safe to show.
+        let mut current: Option<(HeaderName, bool)> = None;
+        for (key, value) in trailers {
+            if let Some(key) = key {
+                current = self.trailer_name(key)?;
+            }
+            let Some((name, clean)) = &current else {
+                continue;
+            };
+            let rewritten = self
+                .guard
+                .rewrite_header_value(value.as_bytes(), &self.trailer_plan)
+                .map_err(|e| {
+                    let name = clean.then(|| name.as_str().to_owned());
+                    Failure::from_guard(e, StreamPlace::Trailer { name })
+                })?;
+            self.trailer_tally.merge(rewritten.tally());
+            if !rewritten.is_changed() {
+                out.append(name.clone(), value);
+                continue;
+            }
+            if let Ok(mut value) = HeaderValue::from_bytes(rewritten.bytes()) {
+                value.set_sensitive(rewritten.tally().total().swapped > 0);
+                out.append(name.clone(), value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A trailer's name, rewritten; `None` when it cannot be written as rewritten. The flag
+    /// says whether the name held no match (and so may be shown in a refusal).
+    fn trailer_name(&mut self, key: HeaderName) -> Result<Option<(HeaderName, bool)>, Failure> {
+        let rewritten = self
+            .guard
+            .rewrite(key.as_str().as_bytes(), &self.trailer_plan)
+            .map_err(|e| Failure::from_guard(e, StreamPlace::TrailerName))?;
+        self.trailer_tally.merge(rewritten.tally());
+        let clean = rewritten.tally().is_empty();
+        if !rewritten.is_changed() {
+            return Ok(Some((key, clean)));
+        }
+        Ok(HeaderName::from_bytes(rewritten.bytes())
+            .ok()
+            .map(|name| (name, clean)))
+    }
+
+    /// Ends the body on `failure`: reports, drops every buffer, and returns the error.
+    fn fail(&mut self, failure: Failure) -> BoxError {
+        self.report(failure.end());
+        self.shut();
+        failure.into_error()
+    }
+
+    /// Drops every buffer (the rewriter's and the decode buffer are zeroized).
+    fn shut(&mut self) {
+        self.state = State::Done;
+        self.pending = Bytes::new();
+        self.draining = false;
+        self.rewriter = None;
+        self.decoder = None;
+        self.encoder = None;
+        self.trailers = None;
+    }
+
+    /// Calls the report callback, if it was not called yet.
+    fn report(&mut self, end: End) {
+        let slot = self.report.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let Some(report) = slot.take() else {
+            return;
+        };
+        let mut tally = match &self.rewriter {
+            Some(rewriter) => rewriter.tally().clone(),
+            None => self.body_tally.clone(),
+        };
+        tally.merge(&self.trailer_tally);
+        report(Outcome {
+            tally,
+            end,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+        });
+    }
+}
+
+impl http_body::Body for RewriteBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                State::Done => return Poll::Ready(None),
+                State::Streaming => {
+                    // Finish the current frame before asking for the next one.
+                    if this.draining || !this.pending.is_empty() {
+                        match this.step() {
+                            Ok(Some(data)) => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                            Ok(None) => continue,
+                            Err(failure) => return Poll::Ready(Some(Err(this.fail(failure)))),
+                        }
+                    }
+                    match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                        Some(Ok(frame)) => match frame.into_data() {
+                            Ok(data) => {
+                                this.bytes_in += data.len() as u64;
+                                this.pending = data;
+                            }
+                            Err(frame) => {
+                                // Any other kind of frame (none exists today) is dropped:
+                                // what sluice cannot scan does not pass.
+                                if let Ok(trailers) = frame.into_trailers() {
+                                    this.trailers.get_or_insert_default().extend(trailers);
+                                }
+                            }
+                        },
+                        Some(Err(e)) => {
+                            this.report(End::Inner);
+                            this.shut();
+                            return Poll::Ready(Some(Err(e)));
+                        }
+                        None => this.state = State::Ending,
+                    }
+                }
+                State::Ending => match this.end() {
+                    Ok((data, trailers)) => {
+                        this.report(End::Complete);
+                        match data {
+                            Some(data) => {
+                                this.state = State::Trailers(trailers);
+                                return Poll::Ready(Some(Ok(Frame::data(data))));
+                            }
+                            None => this.state = State::Trailers(trailers),
+                        }
+                    }
+                    Err(failure) => return Poll::Ready(Some(Err(this.fail(failure)))),
+                },
+                State::Trailers(trailers) => {
+                    let trailers = trailers.take();
+                    this.state = State::Done;
+                    if let Some(trailers) = trailers {
+                        return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.state {
+            State::Done => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+impl Drop for RewriteBody {
+    fn drop(&mut self) {
+        self.report(End::Cancelled);
+    }
+}
+
