@@ -1,7 +1,10 @@
 //! A TLS upstream on 127.0.0.1 that records exactly what reached it.
 //!
-//! Paths: `/echo` answers with the request body; `/slow` waits 3 s; anything else answers
-//! `ok`. Every answer carries `x-upstream-conn: N`, the number of the TCP connection that
+//! Paths: `/echo` answers with the request body; `/echo/gzip`, `/echo/br`, `/echo/zstd`
+//! and `/echo/deflate` answer with it compressed (and `Content-Encoding` set);
+//! `/echo/trickle` answers with it one byte per frame; `/echo/header` answers `ok` with the
+//! body copied into `x-echo`, `location` and `set-cookie` headers; `/slow` waits 3 s;
+//! anything else answers `ok`. Every answer carries `x-upstream-conn: N`, the number of the TCP connection that
 //! served it, so tests can see keep-alive reuse.
 
 use std::convert::Infallible;
@@ -12,10 +15,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri, Version};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::io::Write;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -127,11 +131,42 @@ impl RecordingUpstream {
     }
 }
 
+type Reply = BoxBody<Bytes, std::convert::Infallible>;
+
+fn full(bytes: Bytes) -> Reply {
+    Full::new(bytes).boxed()
+}
+
+fn compress(coding: &str, body: &[u8]) -> Vec<u8> {
+    match coding {
+        "gzip" => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(body).expect("gzip");
+            e.finish().expect("gzip")
+        }
+        "deflate" => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(body).expect("deflate");
+            e.finish().expect("deflate")
+        }
+        "br" => {
+            let mut out = Vec::new();
+            {
+                let mut e = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+                e.write_all(body).expect("br");
+            }
+            out
+        }
+        "zstd" => zstd::encode_all(body, 3).expect("zstd"),
+        other => panic!("unknown coding {other}"),
+    }
+}
+
 async fn answer(
     request: Request<Incoming>,
     records: Arc<Mutex<Vec<Recorded>>>,
     conn_no: usize,
-) -> Response<Full<Bytes>> {
+) -> Response<Reply> {
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -145,16 +180,48 @@ async fn answer(
         headers: parts.headers.clone(),
         body: body.clone(),
     });
-    let reply = match parts.uri.path() {
-        "/echo" => body,
+    let builder = Response::builder().header("x-upstream-conn", conn_no.to_string());
+    let path = parts.uri.path();
+    match path {
+        "/echo" => builder.body(full(body)),
+        "/echo/gzip" | "/echo/br" | "/echo/zstd" | "/echo/deflate" => {
+            let coding = &path["/echo/".len()..];
+            builder
+                .header("content-encoding", coding)
+                .body(full(Bytes::from(compress(coding, &body))))
+        }
+        "/echo/trickle" => {
+            let frames = body.iter().map(|b| Bytes::copy_from_slice(&[*b])).collect();
+            builder.body(Trickle(frames).boxed())
+        }
+        "/echo/header" => {
+            let text = String::from_utf8_lossy(&body).into_owned();
+            builder
+                .header("x-echo", text.as_str())
+                .header("location", format!("https://elsewhere.test/?t={text}"))
+                .header("set-cookie", format!("session={text}; Secure"))
+                .body(full(Bytes::from_static(b"ok")))
+        }
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(3)).await;
-            Bytes::from_static(b"slow")
+            builder.body(full(Bytes::from_static(b"slow")))
         }
-        _ => Bytes::from_static(b"ok"),
-    };
-    Response::builder()
-        .header("x-upstream-conn", conn_no.to_string())
-        .body(Full::new(reply))
-        .expect("response")
+        _ => builder.body(full(Bytes::from_static(b"ok"))),
+    }
+    .expect("response")
+}
+
+/// A body that yields its frames one per poll: a value split across 1-byte DATA frames.
+struct Trickle(std::collections::VecDeque<Bytes>);
+
+impl http_body::Body for Trickle {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+    }
 }

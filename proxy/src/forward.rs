@@ -23,7 +23,7 @@ use crate::refusal::Refusal;
 use crate::rewrite::codec::{self, Decoder, Encoder};
 use crate::rewrite::request::{Outbound, Place};
 use crate::rewrite::response;
-use crate::rewrite::stream::{Outcome, RewriteBody, StreamRefused};
+use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
 use crate::server::Shared;
 use crate::upstream::{SendError, UpstreamError};
 
@@ -124,7 +124,8 @@ async fn try_forward(
     for swapped in outbound.rewrite_head(&mut parts)? {
         log.record_tally(&swapped.place.label(), &swapped.tally);
     }
-    let body = outbound_body(&outbound, &mut parts, incoming, shared, log).await?;
+    let stopped = StoppedBody::default();
+    let body = outbound_body(&outbound, &mut parts, incoming, shared, log, &stopped).await?;
     // Responses must come back in a coding sluice can decode, to be scanned.
     if parts.headers.contains_key(ACCEPT_ENCODING) {
         parts
@@ -141,7 +142,13 @@ async fn try_forward(
     let is_head = parts.method == Method::HEAD;
     let response = match shared.upstream.send(Request::from_parts(parts, body)).await {
         Ok(response) => response,
-        Err(error) => return Err(send_refusal(&error, &outbound, shared, target)),
+        Err(error) => {
+            // A body sluice stopped is the secret refusal it is, not an upstream failure.
+            if let Some(refused) = stopped.take() {
+                return Err(outbound.refusal(GuardError::Refused(refused.refusal), &Place::Body));
+            }
+            return Err(send_refusal(&error, shared, target));
+        }
     };
     downstream(response, is_head, shared, log)
 }
@@ -155,6 +162,7 @@ async fn outbound_body(
     incoming: Incoming,
     shared: &Arc<Shared>,
     log: &Exchange,
+    stopped: &StoppedBody,
 ) -> Result<Body, Refusal> {
     let plan = outbound.body_plan(parts);
     let codings = codec::content_codings(&parts.headers).map_err(|e| {
@@ -216,8 +224,18 @@ async fn outbound_body(
             .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
         return Ok(body::full(bytes::Bytes::from(std::mem::take(&mut *bytes))));
     }
-    // Streamed: a refusal mid-body aborts the upstream request before the match leaves.
-    let report = log.reporter("body");
+    // Streamed: a refusal mid-body aborts the upstream request before the match leaves, and
+    // is kept so that the client is told why.
+    let report = {
+        let log_report = log.reporter("body");
+        let stopped = stopped.clone();
+        move |outcome: Outcome| {
+            if let End::Refused(refused) = &outcome.end {
+                stopped.set(refused.clone());
+            }
+            log_report(outcome);
+        }
+    };
     let mut streamed =
         RewriteBody::new(body::incoming(incoming), shared.guard.clone(), plan, report);
     if !codings.is_empty() {
@@ -273,17 +291,25 @@ fn downstream(
     Ok(Response::from_parts(parts, BodyExt::boxed(redacted)))
 }
 
-/// The refusal for a failed exchange: a body sluice itself stopped is the secret refusal it
-/// is; blocked addresses are the client's doing (`403`); the rest is the upstream's.
-fn send_refusal(
-    error: &SendError,
-    outbound: &Outbound<'_>,
-    shared: &Shared,
-    target: &Target,
-) -> Refusal {
-    if let Some(stopped) = error.find_source::<StreamRefused>() {
-        return outbound.refusal(GuardError::Refused(stopped.refusal.clone()), &Place::Body);
+/// Where a streamed request body leaves the refusal that stopped it. hyper reports a body
+/// error to the caller only as a failed exchange (and over HTTP/2 as a reset stream), so
+/// the body's own report is the reliable witness.
+#[derive(Clone, Default)]
+struct StoppedBody(Arc<std::sync::Mutex<Option<StreamRefused>>>);
+
+impl StoppedBody {
+    fn set(&self, refused: StreamRefused) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(refused);
     }
+
+    fn take(&self) -> Option<StreamRefused> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// The refusal for a failed exchange: blocked addresses are the client's doing (`403`); the
+/// rest is the upstream's.
+fn send_refusal(error: &SendError, shared: &Shared, target: &Target) -> Refusal {
     if let Some(codec) = error.find_source::<codec::CodecError>() {
         return Refusal::bad_request(format!("the request body: {codec}"));
     }
