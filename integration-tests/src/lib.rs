@@ -14,3 +14,20 @@ pub use client::{Curl, CurlOutput, TunnelClient};
 pub use pki::TestPki;
 pub use proxy::TestProxy;
 pub use upstream::{Recorded, RecordingUpstream};
+
+/// The `sluice` binary of this build. `cargo test --workspace` builds it (the proxy's own
+/// tests need it); a lone `cargo test -p sluice-integration-tests` may not.
+pub fn sluice_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let bin = profile_dir.join("sluice");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p sluice-proxy` or `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}

@@ -292,6 +292,11 @@ impl Proxy {
         &self.placeholders
     }
 
+    /// The declaration this proxy enforces.
+    pub fn policy(&self) -> &Policy {
+        &self.shared.policy
+    }
+
     /// The guard, for redacting the launched command's output with the same patterns.
     pub fn guard(&self) -> Arc<Guard> {
         self.shared.guard.clone()

@@ -10,7 +10,9 @@ use clap::{Args, Parser, Subcommand};
 
 mod audit;
 mod check;
+mod demo;
 mod redact;
+mod run;
 mod serve;
 
 /// sluice: a TLS-inspecting egress proxy that swaps placeholders for secrets only toward the
@@ -24,6 +26,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run CMD behind sluice: proxy and CA variables set, secrets as placeholders, output redacted.
+    Run(RunArgs),
     /// Run the proxy for sandboxes on a network, writing what they need into a run directory.
     Serve(ServeArgs),
     /// Validate a declaration: exit 0 when clean (warnings allowed), 1 with errors.
@@ -33,6 +37,9 @@ enum Command {
     /// Verify or summarise an audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Show the whole story offline: a local TLS API, a placeholder swapped, an echo
+    /// redacted, a refusal, and the audit log.
+    Demo(DemoArgs),
 }
 
 /// Arguments of `sluice check`.
@@ -40,6 +47,29 @@ enum Command {
 pub(crate) struct CheckArgs {
     /// The declaration to validate (YAML or JSON).
     pub(crate) file: PathBuf,
+}
+
+/// Arguments of `sluice run`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: sluice run --policy policy.yaml -- curl https://api.github.com/user"
+)]
+pub(crate) struct RunArgs {
+    /// The declaration (YAML or JSON).
+    #[arg(long)]
+    pub(crate) policy: PathBuf,
+    /// Where the audit log goes (default: ./sluice-audit.jsonl).
+    #[arg(long)]
+    pub(crate) audit_log: Option<PathBuf>,
+    /// A PEM file of extra roots for verifying upstreams (repeatable).
+    #[arg(long = "upstream-ca")]
+    pub(crate) upstream_ca: Vec<PathBuf>,
+    /// Pin HOST to IP instead of DNS, as curl's --resolve does (repeatable).
+    #[arg(long, value_parser = parse_resolve)]
+    pub(crate) resolve: Vec<Resolve>,
+    /// The command and its arguments, after `--`; passed as given, never through a shell.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub(crate) command: Vec<std::ffi::OsString>,
 }
 
 /// Arguments of `sluice serve`.
@@ -90,6 +120,14 @@ fn parse_resolve(s: &str) -> Result<Resolve, String> {
     })
 }
 
+/// Arguments of `sluice demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Leave the run directory (token file, CAs, audit log) in place for inspection.
+    #[arg(long)]
+    pub(crate) keep: bool,
+}
+
 /// Arguments of `sluice redact`.
 #[derive(Debug, Args)]
 pub(crate) struct RedactArgs {
@@ -127,11 +165,13 @@ pub(crate) struct AuditSummaryArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => run::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Redact(args) => redact::run(&args),
         Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args),
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
+        Command::Demo(args) => demo::run(&args),
     }
 }
 
@@ -140,6 +180,16 @@ pub fn main() -> ExitCode {
 pub(crate) fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// As [`init_tracing`], but `warn` by default: the launcher's output is the command's.
+pub(crate) fn init_tracing_quiet() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -1,0 +1,214 @@
+//! `sluice run -- CMD` end to end: the real binary, a real child (sh, curl, env), a real
+//! TLS upstream on 127.0.0.1.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+use sluice_integration_tests::{RecordingUpstream, TestPki, sluice_bin};
+
+const TOKEN: &str = "tok-REAL-launcher-0123456789";
+const CMD_KEY: &str = "cmd-REAL-value-4444444444";
+const FILE_KEY: &str = "file-REAL-value-7777777777";
+
+fn policy(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("policy.yaml");
+    std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+    std::fs::write(dir.join("cmd_key"), CMD_KEY).unwrap();
+    std::fs::write(dir.join("file_key"), FILE_KEY).unwrap();
+    let yaml = format!(
+        r#"version: 1
+secrets:
+  api_token:
+    from: {{ file: {dir}/token }}
+    hosts: [api.test]
+    sinks: [egress]
+    in: [header]
+  cmd_key:
+    from: {{ file: {dir}/cmd_key }}
+    sinks: [command]
+  file_key:
+    from: {{ file: {dir}/file_key }}
+    sinks: [file]
+egress:
+  allow_ips: ["127.0.0.1/32"]
+"#,
+        dir = dir.display()
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+fn sluice_run(dir: &std::path::Path, extra: &[&str], command: &[&str]) -> Output {
+    let policy = policy(dir);
+    Command::new(sluice_bin())
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .args(extra)
+        .arg("--")
+        .args(command)
+        .current_dir(dir)
+        .output()
+        .expect("sluice runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn the_child_gets_placeholders_proxy_and_ca_variables_and_granted_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("child.env");
+    let script = format!(
+        "env > {env}; cat \"$FILE_KEY\" > {file_copy}; ls -l \"$FILE_KEY\" > {mode}; echo \"$FILE_KEY\" > {path}",
+        env = env_file.display(),
+        file_copy = dir.path().join("file_copy").display(),
+        mode = dir.path().join("mode").display(),
+        path = dir.path().join("path").display(),
+    );
+    let out = sluice_run(dir.path(), &[], &["sh", "-c", &script]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let var = |name: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} missing from the child's environment"))
+            .to_owned()
+    };
+    assert!(var("API_TOKEN").starts_with("SLUICE_API_TOKEN_"));
+    assert!(
+        !env.contains(TOKEN),
+        "the egress-only value reached the child"
+    );
+    assert_eq!(var("CMD_KEY"), CMD_KEY, "command grants the value itself");
+    assert!(!env.contains(FILE_KEY));
+    for name in [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "all_proxy",
+    ] {
+        assert!(var(name).starts_with("http://sluice:"), "{name}");
+    }
+    assert_eq!(var("NO_PROXY"), "");
+    let bundle = var("SSL_CERT_FILE");
+    for name in [
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+        "PIP_CERT",
+        "CARGO_HTTP_CAINFO",
+        "AWS_CA_BUNDLE",
+    ] {
+        assert_eq!(var(name), bundle, "{name}");
+    }
+    // The file grant: the value in a 0600 file, gone once the run ends.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("file_copy")).unwrap(),
+        FILE_KEY
+    );
+    assert!(
+        std::fs::read_to_string(dir.path().join("mode"))
+            .unwrap()
+            .starts_with("-rw-------")
+    );
+    let secret_path = std::fs::read_to_string(dir.path().join("path")).unwrap();
+    assert!(
+        !std::path::Path::new(secret_path.trim()).exists(),
+        "the run directory outlived the run"
+    );
+    assert!(!std::path::Path::new(&bundle).exists());
+}
+
+#[test]
+fn output_is_redacted_and_exit_status_and_argv_pass_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let value_file = dir.path().join("leak");
+    std::fs::write(&value_file, format!("the token is {TOKEN}!\n")).unwrap();
+    let out = sluice_run(dir.path(), &[], &["cat", value_file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains(TOKEN), "{stdout}");
+    assert!(
+        stdout.starts_with("the token is SLUICE_API_TOKEN_") && stdout.ends_with("!\n"),
+        "{stdout}"
+    );
+    // stderr too, and the exit code is the child's.
+    let script = format!("cat {} >&2; exit 7", value_file.display());
+    let out = sluice_run(dir.path(), &[], &["sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(!text(&out.stderr).contains(TOKEN));
+    assert!(text(&out.stderr).contains("SLUICE_API_TOKEN_"));
+    // A child killed by a signal: 128 + N.
+    let out = sluice_run(dir.path(), &[], &["sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(143));
+    // argv is passed verbatim: no expansion, no splitting.
+    let out = sluice_run(dir.path(), &[], &["printf", "%s|", "$HOME", "a b", "*"]);
+    assert_eq!(text(&out.stdout), "$HOME|a b|*|");
+    // A command that does not exist: sluice says so, with 125.
+    let out = sluice_run(dir.path(), &[], &["/nonexistent/agent"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("cannot start /nonexistent/agent"));
+}
+
+#[tokio::test]
+async fn curl_in_the_child_reaches_the_upstream_with_the_value_swapped_in() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"h2", b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki.ca_path();
+    let url = format!("https://api.test:{}/echo", upstream.port());
+    let script = format!(
+        "curl -sS --fail-with-body -H \"Authorization: Bearer $API_TOKEN\" --data-binary 'echo {TOKEN}' {url}"
+    );
+    let dir_path = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        sluice_run(
+            &dir_path,
+            &[
+                "--upstream-ca",
+                ca.to_str().unwrap(),
+                "--resolve",
+                "api.test=127.0.0.1",
+            ],
+            &["sh", "-c", &script],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "stdout: {} stderr: {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let records = upstream.records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+    // The echoed value came back as the placeholder.
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("echo SLUICE_API_TOKEN_"), "{stdout}");
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit.contains("\"swap\""));
+    assert!(!audit.contains(TOKEN));
+    let verify = Command::new(sluice_bin())
+        .args(["audit", "verify"])
+        .arg(dir.path().join("audit.jsonl"))
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", text(&verify.stderr));
+    let mode = std::fs::metadata(dir.path().join("audit.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

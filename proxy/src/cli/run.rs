@@ -1,0 +1,46 @@
+//! `sluice run`: the launcher. See [`crate::launcher`].
+
+use std::process::ExitCode;
+
+use crate::launcher::{LaunchConfig, run as launch};
+
+use super::{RunArgs, load_policy};
+
+pub(crate) fn run(args: &RunArgs) -> ExitCode {
+    super::init_tracing_quiet();
+    let Some(policy) = load_policy(&args.policy) else {
+        return ExitCode::FAILURE;
+    };
+    let config = LaunchConfig {
+        policy,
+        command: args.command.clone(),
+        audit_log: args
+            .audit_log
+            .clone()
+            .unwrap_or_else(|| "sluice-audit.jsonl".into()),
+        upstream_ca: args.upstream_ca.clone(),
+        resolve: args
+            .resolve
+            .iter()
+            .map(|r| (r.host.clone(), r.ip))
+            .collect(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("sluice run: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(launch(config)) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("sluice run: {error}");
+            // 125, as `env` and container runtimes use for "the launcher failed, not CMD".
+            ExitCode::from(125)
+        }
+    }
+}

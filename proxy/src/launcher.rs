@@ -1,0 +1,341 @@
+//! The launcher: `sluice run -- CMD`. Starts the proxy on an ephemeral loopback port, runs
+//! CMD with the proxy and CA-trust variables set and its secrets as placeholders, redacts
+//! CMD's stdout and stderr through the same guard the proxy uses, and exits with CMD's
+//! status.
+//!
+//! What it must never do: hand CMD a real value it was not granted (`command` puts a value
+//! in CMD's environment, `file` in a 0600 file; everything else gets the placeholder, and
+//! every inherited variable holding a known value is redacted), expand or re-quote CMD's
+//! argv, or leave the run directory behind.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use sluice_guard::{Guard, Rewriter};
+use sluice_policies::{Policy, Sink, placeholder_name};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::process::Command;
+
+use crate::server::{Proxy, ProxyConfig, StartError, start};
+
+/// Where the system's CA bundle may live, first found wins; the sandbox's bundle is the run
+/// CA plus these roots, so hosts sluice does not intercept (passthrough) still verify.
+const SYSTEM_BUNDLES: [&str; 4] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/ca-bundle.pem",
+];
+
+/// Variables that point a client at a CA bundle, one per client family.
+const CA_VARIABLES: [&str; 8] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
+    "AWS_CA_BUNDLE",
+];
+
+/// Variables that point a client at a proxy.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+];
+
+/// Signals passed on to the child. SIGINT is not among them: from a terminal it already
+/// reaches the child, which shares sluice's process group, and a second copy would make
+/// many programs abandon their clean-up.
+const FORWARDED: [tokio::signal::unix::SignalKind; 5] = [
+    tokio::signal::unix::SignalKind::terminate(),
+    tokio::signal::unix::SignalKind::hangup(),
+    tokio::signal::unix::SignalKind::quit(),
+    tokio::signal::unix::SignalKind::user_defined1(),
+    tokio::signal::unix::SignalKind::user_defined2(),
+];
+
+/// What to launch, and how.
+pub struct LaunchConfig {
+    /// The compiled declaration.
+    pub policy: Policy,
+    /// CMD and its arguments, passed as given.
+    pub command: Vec<OsString>,
+    /// Where the audit log goes.
+    pub audit_log: PathBuf,
+    /// Extra upstream roots (`--upstream-ca`).
+    pub upstream_ca: Vec<PathBuf>,
+    /// Host pins (`--resolve`).
+    pub resolve: Vec<(String, std::net::IpAddr)>,
+}
+
+/// Why a launch failed before or around CMD. Names the part; never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// No command was given.
+    #[error("no command to run: give one after `--`, e.g. sluice run --policy p.yaml -- my-agent")]
+    NoCommand,
+    /// The proxy did not start.
+    #[error("{0}")]
+    Start(#[from] StartError),
+    /// The private run directory could not be made or written.
+    #[error("run directory: {0}")]
+    RunDir(std::io::Error),
+    /// A granted value cannot be put in an environment variable.
+    #[error(
+        "secret {secret} is granted the command sink but its value holds a NUL byte, which no environment variable can carry; grant it `file` instead"
+    )]
+    NulInValue {
+        /// The secret.
+        secret: String,
+    },
+    /// CMD could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program, as given.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Waiting for CMD failed.
+    #[error("waiting for the command: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Runs CMD under sluice and returns the exit code sluice should exit with: CMD's own, or
+/// 128 + the signal that ended it.
+pub async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
+    let Some((program, args)) = config.command.split_first() else {
+        return Err(LaunchError::NoCommand);
+    };
+    let run_dir = tempfile::Builder::new()
+        .prefix("sluice-run-")
+        .tempdir()
+        .map_err(LaunchError::RunDir)?;
+    let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
+    proxy_config.upstream_ca = config.upstream_ca;
+    proxy_config.resolve = config.resolve;
+    let proxy = start(proxy_config).await?;
+    let guard = proxy.guard();
+    let env = match child_env(&proxy, proxy.policy(), &guard, run_dir.path()) {
+        Ok(env) => env,
+        Err(error) => {
+            let _ = proxy.shutdown().await;
+            return Err(error);
+        }
+    };
+    let mut child = match Command::new(program)
+        .args(args)
+        .env_clear()
+        .envs(&env)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(source) => {
+            let _ = proxy.shutdown().await;
+            return Err(LaunchError::Spawn {
+                program: program.to_string_lossy().into_owned(),
+                source,
+            });
+        }
+    };
+    // Output is redacted as it streams; each read is written and flushed at once.
+    let stdout = child
+        .stdout
+        .take()
+        .map(|out| tokio::spawn(pump(out, tokio::io::stdout(), guard.clone())));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|err| tokio::spawn(pump(err, tokio::io::stderr(), guard.clone())));
+    let forwarding = forward_signals(child.id());
+    let status = child.wait().await.map_err(LaunchError::Wait);
+    for task in forwarding {
+        task.abort();
+    }
+    for pump in [stdout, stderr].into_iter().flatten() {
+        let _ = pump.await;
+    }
+    if let Err(error) = proxy.shutdown().await {
+        tracing::error!(%error, "closing the audit log failed");
+    }
+    drop(run_dir);
+    let status = status?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => 128u8.saturating_add(u8::try_from(signal).unwrap_or(0)),
+        (None, None) => 1,
+    })
+}
+
+/// The child's environment: the parent's, each value redacted; then the proxy, the CA
+/// bundle, and one variable per secret.
+fn child_env(
+    proxy: &Proxy,
+    policy: &Policy,
+    guard: &Guard,
+    run_dir: &Path,
+) -> Result<BTreeMap<OsString, OsString>, LaunchError> {
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
+        .map(|(key, value)| {
+            let value = if guard.is_match(value.as_bytes()) {
+                OsString::from_vec(guard.redact(value.as_bytes()).bytes().to_vec())
+            } else {
+                value
+            };
+            (key, value)
+        })
+        .collect();
+    let proxy_url = OsString::from(proxy.proxy_url());
+    for name in PROXY_VARIABLES {
+        env.insert(name.into(), proxy_url.clone());
+    }
+    env.insert("NO_PROXY".into(), OsString::new());
+    env.insert("no_proxy".into(), OsString::new());
+    let bundle = write_bundle(run_dir, &proxy.ca_pem()).map_err(LaunchError::RunDir)?;
+    for name in CA_VARIABLES {
+        env.insert(name.into(), bundle.clone().into_os_string());
+    }
+    for decl in policy.secrets() {
+        let name = decl.name();
+        let Some(id) = guard.id(name) else {
+            continue;
+        };
+        let variable = OsString::from(placeholder_name(name));
+        let value = if policy.may_sink(name, Sink::Command).is_ok() {
+            let bytes = guard.value(id).expose();
+            if bytes.contains(&0) {
+                return Err(LaunchError::NulInValue {
+                    secret: name.to_owned(),
+                });
+            }
+            OsString::from_vec(bytes.to_vec())
+        } else if policy.may_sink(name, Sink::File).is_ok() {
+            write_secret_file(run_dir, name, guard.value(id).expose())
+                .map_err(LaunchError::RunDir)?
+                .into_os_string()
+        } else {
+            OsString::from(guard.placeholder(id).as_str())
+        };
+        env.insert(variable, value);
+    }
+    Ok(env)
+}
+
+/// The run CA followed by the system roots, as one PEM bundle in the run directory.
+fn write_bundle(run_dir: &Path, ca_pem: &str) -> std::io::Result<PathBuf> {
+    let mut bundle = ca_pem.to_owned();
+    match SYSTEM_BUNDLES
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+    {
+        Some(system) => {
+            bundle.push('\n');
+            bundle.push_str(&system);
+        }
+        None => tracing::warn!(
+            "no system CA bundle found; the sandbox trusts only the run CA (passthrough hosts will not verify)"
+        ),
+    }
+    let path = run_dir.join("ca-bundle.pem");
+    write_private(&path, bundle.as_bytes(), 0o644)?;
+    Ok(path)
+}
+
+/// A `file`-granted value, in a 0600 file only the run can read.
+fn write_secret_file(run_dir: &Path, secret: &str, value: &[u8]) -> std::io::Result<PathBuf> {
+    let dir = run_dir.join("secrets");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(placeholder_name(secret).to_ascii_lowercase());
+    write_private(&path, value, 0o600)?;
+    Ok(path)
+}
+
+fn write_private(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    file.write_all(contents)
+}
+
+/// Copies a child's output stream to ours through the guard's redactor, flushing after
+/// every read so interactive output is not delayed (only a possible partial match is held).
+async fn pump<R, W>(mut from: R, mut to: W, guard: Arc<Guard>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut redactor = Rewriter::redactor(guard);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(buf.len());
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        out.clear();
+        // The redact plan never refuses: an error here is a bug; stop rather than pass
+        // unredacted output.
+        if redactor.push(&buf[..n], &mut out).is_err() {
+            return;
+        }
+        if to.write_all(&out).await.is_err() || to.flush().await.is_err() {
+            return;
+        }
+    }
+    out.clear();
+    if redactor.finish(&mut out).is_ok() {
+        let _ = to.write_all(&out).await;
+    }
+    let _ = to.flush().await;
+}
+
+/// Passes SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 on to the child, and swallows
+/// SIGINT, until the returned tasks are aborted.
+fn forward_signals(child: Option<u32>) -> Vec<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut tasks = Vec::new();
+    let Some(pid) = child.and_then(|id| i32::try_from(id).ok()) else {
+        return tasks;
+    };
+    let pid = nix::unistd::Pid::from_raw(pid);
+    // Ctrl-C is the child's to handle; sluice only must not die of it first.
+    if let Ok(mut interrupt) = signal(SignalKind::interrupt()) {
+        tasks.push(tokio::spawn(async move {
+            while interrupt.recv().await.is_some() {}
+        }));
+    }
+    for kind in FORWARDED {
+        let (Ok(mut stream), Ok(sig)) = (
+            signal(kind),
+            nix::sys::signal::Signal::try_from(kind.as_raw_value()),
+        ) else {
+            continue;
+        };
+        tasks.push(tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                let _ = nix::sys::signal::kill(pid, sig);
+            }
+        }));
+    }
+    tasks
+}
