@@ -3,7 +3,9 @@
 //! Paths: `/echo` answers with the request body; `/echo/gzip`, `/echo/br`, `/echo/zstd`
 //! and `/echo/deflate` answer with it compressed (and `Content-Encoding` set);
 //! `/echo/trickle` answers with it one byte per frame; `/echo/header` answers `ok` with the
-//! body copied into `x-echo`, `location` and `set-cookie` headers; `/slow` waits 3 s;
+//! body copied into `x-echo`, `location` and `set-cookie` headers; `/status/NNN` answers
+//! that status with no body and the request body in `x-echo`; `/bomb` answers 8 MiB of
+//! zeros gzip'd; `/encoded/x-unknown` answers a coding nobody knows; `/slow` waits 3 s;
 //! anything else answers `ok`. Every answer carries `x-upstream-conn: N`, the number of the TCP connection that
 //! served it, so tests can see keep-alive reuse.
 
@@ -205,6 +207,22 @@ async fn answer(
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(3)).await;
             builder.body(full(Bytes::from_static(b"slow")))
+        }
+        "/bomb" => {
+            // 8 MiB of zeros, gzip'd to a few KiB.
+            builder
+                .header("content-encoding", "gzip")
+                .body(full(Bytes::from(compress("gzip", &vec![0u8; 8 << 20]))))
+        }
+        "/encoded/x-unknown" => builder
+            .header("content-encoding", "x-unknown")
+            .body(full(Bytes::from_static(b"opaque"))),
+        _ if path.starts_with("/status/") => {
+            let code: u16 = path["/status/".len()..].parse().unwrap_or(500);
+            builder
+                .status(code)
+                .header("x-echo", String::from_utf8_lossy(&body).into_owned())
+                .body(full(Bytes::new()))
         }
         _ => builder.body(full(Bytes::from_static(b"ok"))),
     }

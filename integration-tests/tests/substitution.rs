@@ -444,3 +444,104 @@ async fn a_refused_request_never_reaches_the_upstream_over_a_raw_tunnel() {
     );
     world.proxy.stop().await;
 }
+
+#[tokio::test]
+async fn bodiless_responses_stay_correct_and_their_headers_are_redacted() {
+    let world = World::new().await;
+    let ph = world.placeholder("api_token");
+    let head = world.curl(&["-I"], world.url("api.test", "/hello")).await;
+    assert_eq!(head.status, 200, "{head:?}");
+    for status in ["204", "304"] {
+        let out = world
+            .post(
+                &[],
+                TOKEN.as_bytes(),
+                world.url("api.test", &format!("/status/{status}")),
+            )
+            .await;
+        assert_eq!(out.status.to_string(), status, "{out:?}");
+        assert_no_leak(status, &out.body);
+        assert!(out.body.contains(&ph), "{}", out.body);
+    }
+    world.proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_decompression_bomb_and_an_unknown_coding_get_502() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"http/1.1"]).await;
+    let proxy = TestProxy::start_with(POLICY, &pki, HOSTS, |config| {
+        config.limits.max_decoded_body = 1 << 20;
+    })
+    .await;
+    let world = World {
+        pki,
+        upstream,
+        proxy,
+    };
+    let bomb = world.curl(&[], world.url("api.test", "/bomb")).await;
+    // The head is sent before the body decodes past the bound: the body is cut short,
+    // which curl reports as a transfer error; never 8 MiB of zeros.
+    assert!(
+        bomb.body.len() < 2 << 20,
+        "the bomb went through: {} bytes",
+        bomb.body.len()
+    );
+    assert!(
+        bomb.code != Some(0) || bomb.status == 502,
+        "{:?}",
+        bomb.code
+    );
+    let unknown = world
+        .curl(&[], world.url("api.test", "/encoded/x-unknown"))
+        .await;
+    assert_eq!(unknown.status, 502, "{unknown:?}");
+    assert!(
+        unknown.body.contains("sluice-error: upstream-encoding"),
+        "{}",
+        unknown.body
+    );
+    assert!(
+        !unknown.body.contains("opaque"),
+        "an undecodable body was passed on"
+    );
+    world.proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_compressed_request_body_is_decoded_swapped_and_re_encoded() {
+    use std::io::Write;
+    let world = World::new().await;
+    let bk = world.placeholder("body_key");
+    let plain = format!("{{\"key\":\"{bk}\"}}");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(plain.as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    let out = world
+        .post(
+            &[
+                "-H",
+                "Content-Encoding: gzip",
+                "-H",
+                "Content-Type: application/json",
+            ],
+            &gz,
+            world.url("api.test", "/gz"),
+        )
+        .await;
+    assert_eq!(out.status, 200, "{out:?}");
+    let record = &world.upstream.records()[0];
+    assert_eq!(record.headers["content-encoding"], "gzip");
+    let mut decoded = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&record.body[..]),
+        &mut decoded,
+    )
+    .unwrap();
+    assert_eq!(decoded, format!("{{\"key\":\"{BODY_KEY}\"}}"));
+    assert_eq!(
+        record.headers["content-length"],
+        record.body.len().to_string().as_str()
+    );
+    world.proxy.stop().await;
+}

@@ -266,7 +266,10 @@ fn downstream(
         || parts.status == StatusCode::NO_CONTENT
         || parts.status == StatusCode::NOT_MODIFIED;
     if bodiless {
-        return Ok(Response::from_parts(parts, body::incoming(incoming)));
+        // No body can follow; its headers (Content-Length among them) describe the resource
+        // and pass as they are, redacted.
+        drop(incoming);
+        return Ok(Response::from_parts(parts, body::empty()));
     }
     let codings = codec::content_codings(&parts.headers).map_err(|e| {
         Refusal::bad_gateway(
