@@ -6,13 +6,17 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod launch;
 pub mod pki;
 pub mod proxy;
+pub mod served;
 pub mod upstream;
 
 pub use client::{Curl, CurlOutput, TunnelClient};
+pub use launch::{Launch, RunOutput};
 pub use pki::TestPki;
 pub use proxy::TestProxy;
+pub use served::ServedUpstream;
 pub use upstream::{Recorded, RecordingUpstream};
 
 /// The `sluice` binary of this build. `cargo test --workspace` builds it (the proxy's own

@@ -22,6 +22,7 @@ use crate::body::{self, Body};
 use crate::forward;
 use crate::listen::ConnSlot;
 use crate::refusal::Refusal;
+use crate::rewrite::request::check_authority;
 use crate::server::Shared;
 
 /// Handles one CONNECT request.
@@ -30,6 +31,20 @@ pub async fn handle(
     shared: Arc<Shared>,
     slot: ConnSlot,
 ) -> Response<Body> {
+    // A secret in the host name would leave with the first DNS lookup: refuse it here, on
+    // the target as sent.
+    let raw = request.uri().to_string();
+    if let Err(refusal) = check_authority(&shared.guard, &raw) {
+        let mut event = Event::new(EventKind::Refuse)
+            .host(raw)
+            .method("CONNECT")
+            .reason(refusal.code);
+        if let Some(secret) = &refusal.secret {
+            event = event.secret(secret.as_str()).location("host");
+        }
+        shared.record(event);
+        return refusal.into_response();
+    }
     let target = match Target::from_connect(request.uri()) {
         Ok(target) => target,
         Err(refusal) => return refusal.into_response(),

@@ -21,7 +21,7 @@ use crate::body::{self, Body};
 use crate::headers;
 use crate::refusal::Refusal;
 use crate::rewrite::codec::{self, Decoder, Encoder};
-use crate::rewrite::request::{Outbound, Place};
+use crate::rewrite::request::{Outbound, Place, check_authority};
 use crate::rewrite::response;
 use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
 use crate::server::Shared;
@@ -49,7 +49,17 @@ pub async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<
     let (parts, incoming) = request.into_parts();
     let target = match plain_target(&parts, &shared) {
         Ok(target) => target,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => {
+            // Logged with the host as sent: the audit log's redactor sees it exactly.
+            let raw = Target {
+                host: parts.uri.authority().map_or("", |a| a.as_str()).to_owned(),
+                port: 0,
+            };
+            let mut event = Exchange::new(&shared, &raw, &parts).refusal(&refusal);
+            event = event.host(raw.host.as_str());
+            shared.record(event);
+            return refusal.into_response();
+        }
     };
     let log = Exchange::new(&shared, &target, &parts);
     match try_forward(parts, incoming, &target, &shared, Mode::Plain, &log).await {
@@ -79,12 +89,15 @@ fn plain_target(parts: &Parts, shared: &Arc<Shared>) -> Result<Target, Refusal> 
         .uri
         .authority()
         .ok_or_else(|| Refusal::bad_request("the request target has no host"))?;
+    check_authority(&shared.guard, authority.as_str())?;
     let target = Target::parse(authority, Some(80))?;
     // The egress decision, as for a tunnel.
     if let Reach::Denied(denied) = shared.policy.reach(&target.host, target.port) {
-        let refusal = Refusal::host_not_allowed(&target.host, target.port, &denied.to_string());
-        shared.record(Exchange::new(shared, &target, parts).refusal(&refusal));
-        return Err(refusal);
+        return Err(Refusal::host_not_allowed(
+            &target.host,
+            target.port,
+            &denied.to_string(),
+        ));
     }
     Ok(target)
 }

@@ -312,6 +312,29 @@ impl<'a> Outbound<'a> {
     }
 }
 
+/// Refuses a target authority (a CONNECT target, an absolute-form URI's host) that holds
+/// a placeholder or a known value: secrets never go in host names, where a lookup alone
+/// would carry them to a resolver. Checked on the authority exactly as the client sent it,
+/// before normalisation lowercases it.
+pub fn check_authority(guard: &Guard, raw: &str) -> Result<(), Refusal> {
+    let Some(hit) = guard.find_iter(raw.as_bytes()).next() else {
+        return Ok(());
+    };
+    let secret = guard.name(hit.secret);
+    let (code, what) = match hit.form {
+        Form::Placeholder => ("placeholder-not-granted", "a placeholder"),
+        Form::Value(_) => ("secret-value-refused", "the real value"),
+    };
+    Err(Refusal::secret_refused(
+        code,
+        format!(
+            "sluice refused the request: the target host holds {what} of secret {secret}; secrets are never sent in host names"
+        ),
+        secret,
+        "host".to_owned(),
+    ))
+}
+
 /// Whether a header value is `Basic` credentials (scheme names are case-insensitive).
 fn is_basic(value: &[u8]) -> bool {
     value.len() > 6 && value[..6].eq_ignore_ascii_case(b"basic ")
