@@ -156,6 +156,34 @@ pub fn basic_auth(proxy_url: &str) -> String {
     )
 }
 
+/// A CONNECT tunnel through the proxy with TLS (SNI `sni`, trusting `ca_pem`, offering
+/// `alpn`) established inside it.
+pub async fn tls_tunnel(
+    proxy: std::net::SocketAddr,
+    proxy_url: &str,
+    authority: &str,
+    sni: &str,
+    ca_pem: &Path,
+    alpn: &[&[u8]],
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let tcp = connect(proxy, authority, Some(&basic_auth(proxy_url)))
+        .await
+        .map_err(|r| format!("CONNECT refused: {}", r.head))?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca_pem).expect("ca pem") {
+        roots.add(cert.expect("ca cert")).expect("add root");
+    }
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let name = ServerName::try_from(sni.to_owned()).expect("server name");
+    TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))
+}
+
 impl TunnelClient {
     /// Opens a tunnel to `authority` through the proxy, TLS with `sni`, offering `alpn`.
     pub async fn open(
@@ -166,22 +194,7 @@ impl TunnelClient {
         ca_pem: &Path,
         alpn: &[&[u8]],
     ) -> Result<Self, String> {
-        let tcp = connect(proxy, authority, Some(&basic_auth(proxy_url)))
-            .await
-            .map_err(|r| format!("CONNECT refused: {}", r.head))?;
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_file_iter(ca_pem).expect("ca pem") {
-            roots.add(cert.expect("ca cert")).expect("add root");
-        }
-        let mut config = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        let name = ServerName::try_from(sni.to_owned()).expect("server name");
-        let tls = TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS: {e}"))?;
+        let tls = tls_tunnel(proxy, proxy_url, authority, sni, ca_pem, alpn).await?;
         let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         let io = TokioIo::new(tls);
         if is_h2 {

@@ -168,11 +168,7 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
             }
         } else if meta.is_file()
             && std::fs::read(&path)
-                .map(|bytes| {
-                    bytes
-                        .windows(needle.len())
-                        .any(|w| w == needle.as_bytes())
-                })
+                .map(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
                 .unwrap_or(false)
         {
             found.push(path);

@@ -6,6 +6,7 @@
 //! body copied into `x-echo`, `location` and `set-cookie` headers; `/status/NNN` answers
 //! that status with no body and the request body in `x-echo`; `/bomb` answers 8 MiB of
 //! zeros gzip'd; `/encoded/x-unknown` answers a coding nobody knows; `/slow` waits 3 s;
+//! `/ws` with an `Upgrade` header switches protocols and echoes the stream uppercased;
 //! anything else answers `ok`. Every answer carries `x-upstream-conn: N`, the number of the TCP connection that
 //! served it, so tests can see keep-alive reuse.
 
@@ -93,6 +94,7 @@ impl RecordingUpstream {
                         } else {
                             let _ = hyper::server::conn::http1::Builder::new()
                                 .serve_connection(io, service)
+                                .with_upgrades()
                                 .await;
                         }
                     });
@@ -165,10 +167,13 @@ fn compress(coding: &str, body: &[u8]) -> Vec<u8> {
 }
 
 async fn answer(
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
     records: Arc<Mutex<Vec<Recorded>>>,
     conn_no: usize,
 ) -> Response<Reply> {
+    if request.uri().path() == "/ws" && request.headers().contains_key("upgrade") {
+        return websocket_echo(&mut request, &records);
+    }
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -227,6 +232,41 @@ async fn answer(
         _ => builder.body(full(Bytes::from_static(b"ok"))),
     }
     .expect("response")
+}
+
+/// `/ws`: records the handshake, answers `101`, then echoes every byte of the upgraded
+/// stream back, uppercased (so a test can tell the echo from its own bytes).
+fn websocket_echo(
+    request: &mut Request<Incoming>,
+    records: &Arc<Mutex<Vec<Recorded>>>,
+) -> Response<Reply> {
+    records.lock().expect("records").push(Recorded {
+        method: request.method().clone(),
+        uri: request.uri().clone(),
+        version: request.version(),
+        headers: request.headers().clone(),
+        body: Bytes::new(),
+    });
+    let on_upgrade = hyper::upgrade::on(request);
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        let mut io = TokioIo::new(upgraded);
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = io.read(&mut buf).await {
+            if n == 0 || io.write_all(&buf[..n].to_ascii_uppercase()).await.is_err() {
+                return;
+            }
+        }
+    });
+    Response::builder()
+        .status(101)
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .body(full(Bytes::new()))
+        .expect("101")
 }
 
 /// A body that yields its frames one per poll: a value split across 1-byte DATA frames.

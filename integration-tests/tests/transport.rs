@@ -387,3 +387,61 @@ async fn shutdown_drains_in_flight_requests() {
         "no longer listening"
     );
 }
+
+#[tokio::test]
+async fn websocket_upgrades_pass_through_after_a_scanned_handshake() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_pki, upstream, proxy) = setup(&[b"h2", b"http/1.1"]).await;
+    let authority = format!("api.test:{}", upstream.port());
+    let tls = client::tls_tunnel(
+        proxy.addr(),
+        &proxy.url(),
+        &authority,
+        "api.test",
+        &proxy.ca_path(),
+        &[b"http/1.1"],
+    )
+    .await
+    .expect("tunnel");
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn.with_upgrades());
+    let placeholder = proxy
+        .proxy
+        .placeholders()
+        .get("api_token")
+        .unwrap()
+        .to_owned();
+    let request = Request::get("/ws")
+        .header("host", authority.as_str())
+        .header("connection", "Upgrade")
+        .header("upgrade", "websocket")
+        .header("authorization", format!("Bearer {placeholder}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let mut response = send.send_request(request).await.expect("response");
+    assert_eq!(response.status(), 101);
+    let upgraded = hyper::upgrade::on(&mut response).await.expect("upgraded");
+    let mut io = hyper_util::rt::TokioIo::new(upgraded);
+    io.write_all(b"hello frames").await.unwrap();
+    let mut echoed = [0u8; 12];
+    io.read_exact(&mut echoed).await.unwrap();
+    assert_eq!(&echoed, b"HELLO FRAMES");
+    // The handshake was scanned and swapped like any request, and went over HTTP/1.1.
+    let handshake = &upstream.records()[0];
+    assert_eq!(handshake.version, http::Version::HTTP_11);
+    assert_eq!(
+        handshake.headers["authorization"],
+        "Bearer test-token-value-0001"
+    );
+    assert_eq!(handshake.headers["upgrade"], "websocket");
+    drop(io);
+    let audit = proxy.stop().await;
+    assert!(
+        audit
+            .iter()
+            .any(|l| is_event(l, "tunnel") && l.contains("upgrade"))
+    );
+    assert!(audit.iter().any(|l| is_event(l, "swap")));
+}

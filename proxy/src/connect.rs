@@ -166,7 +166,8 @@ where
             .timer(TokioTimer::new())
             .header_read_timeout(shared.limits.header_read_timeout)
             .max_buf_size(shared.limits.max_header_bytes)
-            .serve_connection(io, service);
+            .serve_connection(io, service)
+            .with_upgrades();
         tokio::pin!(conn);
         tokio::select! {
             result = conn.as_mut() => result,

@@ -126,6 +126,11 @@ async fn try_forward(
     }
     // Framing two parsers could read two ways is refused, never repaired.
     headers::check_framing(&parts.headers)?;
+    // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
+    let upgrade = match mode {
+        Mode::Intercepted => headers::upgrade_protocol(&parts.version, &parts.headers),
+        Mode::Plain => None,
+    };
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
     headers::remove_hop_by_hop(&mut parts.headers);
     parts.headers.remove(HOST);
@@ -136,6 +141,9 @@ async fn try_forward(
     };
     for swapped in outbound.rewrite_head(&mut parts)? {
         log.record_tally(&swapped.place.label(), &swapped.tally);
+    }
+    if let Some(protocol) = upgrade {
+        return upgrade_exchange(parts, incoming, protocol, target, shared, log).await;
     }
     let stopped = StoppedBody::default();
     let body = outbound_body(&outbound, &mut parts, incoming, shared, log, &stopped).await?;
@@ -260,6 +268,83 @@ async fn outbound_body(
         streamed = streamed.with_decoder(decoder).with_encoder(encoder);
     }
     Ok(BodyExt::boxed(streamed))
+}
+
+/// An upgrade (WebSocket): the handshake is scanned and swapped like any request, sent on
+/// a fresh HTTP/1.1 connection, and on `101` both sides are joined. Frames after the
+/// handshake are not inspected (docs/threat-model.md).
+async fn upgrade_exchange(
+    mut parts: Parts,
+    incoming: Incoming,
+    protocol: HeaderValue,
+    target: &Target,
+    shared: &Arc<Shared>,
+    log: &Exchange,
+) -> Result<Response<Body>, Refusal> {
+    let client_side = parts
+        .extensions
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or_else(|| Refusal::bad_request("this connection cannot be upgraded"))?;
+    parts.headers.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("upgrade"),
+    );
+    parts.headers.insert(http::header::UPGRADE, protocol);
+    parts
+        .headers
+        .insert(HOST, host_header(target, &Scheme::HTTPS)?);
+    // A fresh connection speaks origin-form.
+    parts.uri = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"))
+        .as_str()
+        .parse()
+        .map_err(|_| Refusal::bad_request("the request target is not a valid URI"))?;
+    parts.version = Version::HTTP_11;
+    let mut send = shared
+        .upstream
+        .connect_http1(&target.host, target.port)
+        .await
+        .map_err(|e| dial_refusal(&e))?;
+    let request = Request::from_parts(parts, body::incoming(incoming));
+    let timeout = shared.upstream_timeouts.response;
+    let mut response = match tokio::time::timeout(timeout, send.send_request(request)).await {
+        Err(_) => {
+            return Err(Refusal::gateway_timeout(format!(
+                "{target} did not answer the upgrade within {}s",
+                timeout.as_secs()
+            )));
+        }
+        Ok(Err(error)) => {
+            return Err(Refusal::bad_gateway(
+                "upstream-failed",
+                format!("the upgrade exchange with {target} failed: {error}"),
+            ));
+        }
+        Ok(Ok(response)) => response,
+    };
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return downstream(response, false, shared, log);
+    }
+    let upstream_side = hyper::upgrade::on(&mut response);
+    shared.record(
+        log.event(EventKind::Tunnel)
+            .reason("upgrade: frames after the handshake are not inspected"),
+    );
+    tokio::spawn(async move {
+        let (Ok(client), Ok(upstream)) = tokio::join!(client_side, upstream_side) else {
+            return;
+        };
+        let mut client = hyper_util::rt::TokioIo::new(client);
+        let mut upstream = hyper_util::rt::TokioIo::new(upstream);
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    });
+    let (mut parts, _) = response.into_parts();
+    let tally = response::redact_headers(&shared.guard, &mut parts.headers);
+    log.record_redactions("response-headers", &tally);
+    Ok(Response::from_parts(parts, body::empty()))
 }
 
 /// The response on its way back: hop-by-hop headers removed, every header and the body

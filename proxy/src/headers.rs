@@ -37,6 +37,25 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove(header::TRANSFER_ENCODING);
 }
 
+/// The protocol an HTTP/1.1 request asks to upgrade to (`Connection: upgrade` with an
+/// `Upgrade` header), if any.
+pub fn upgrade_protocol(version: &http::Version, headers: &HeaderMap) -> Option<http::HeaderValue> {
+    if *version != http::Version::HTTP_11 {
+        return None;
+    }
+    let wants = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    if wants {
+        headers.get(header::UPGRADE).cloned()
+    } else {
+        None
+    }
+}
+
 /// Refuses framing that could be read two ways: `Content-Length` together with
 /// `Transfer-Encoding`, or several `Content-Length` values.
 pub fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {

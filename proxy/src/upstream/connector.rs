@@ -56,18 +56,33 @@ impl Dialer {
             _ => return Err(UpstreamError::BadTarget(uri.to_string())),
         };
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let tcp = self.dial(&host, port).await?;
         if !tls {
+            let tcp = self.dial(&host, port).await?;
             return Ok(UpstreamConn::Plain(TokioIo::new(tcp)));
         }
-        let name = ServerName::try_from(host.clone())
-            .map_err(|_| UpstreamError::BadTarget(host.clone()))?;
-        let connector = TlsConnector::from(self.tls.clone());
-        let handshake = connector.connect(name, tcp);
+        self.connect_tls(&host, port, self.tls.clone()).await
+    }
+
+    /// Dials `host:port` and completes a verified TLS handshake with `config`.
+    pub(crate) async fn connect_tls(
+        &self,
+        host: &str,
+        port: u16,
+        config: std::sync::Arc<rustls::ClientConfig>,
+    ) -> Result<UpstreamConn, UpstreamError> {
+        let tcp = self.dial(host, port).await?;
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|_| UpstreamError::BadTarget(host.to_owned()))?;
+        let handshake = TlsConnector::from(config).connect(name, tcp);
         let stream = tokio::time::timeout(self.timeouts.tls, handshake)
             .await
-            .map_err(|_| UpstreamError::TlsTimeout { host: host.clone() })?
-            .map_err(|source| UpstreamError::Tls { host, source })?;
+            .map_err(|_| UpstreamError::TlsTimeout {
+                host: host.to_owned(),
+            })?
+            .map_err(|source| UpstreamError::Tls {
+                host: host.to_owned(),
+                source,
+            })?;
         Ok(UpstreamConn::Tls(Box::new(TokioIo::new(stream))))
     }
 

@@ -119,6 +119,8 @@ pub struct Dialer {
     allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
     own_listeners: Vec<SocketAddr>,
     tls: Arc<rustls::ClientConfig>,
+    /// The same, offering only `http/1.1`: for upgrades (WebSocket), which HTTP/2 cannot carry.
+    tls_http1: Arc<rustls::ClientConfig>,
     timeouts: Timeouts,
 }
 
@@ -177,12 +179,15 @@ impl Upstream {
         let mut tls = rustls::ClientConfig::builder()
             .with_root_certificates(roots)
             .with_no_client_auth();
+        let mut tls_http1 = tls.clone();
+        tls_http1.alpn_protocols = vec![b"http/1.1".to_vec()];
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let dialer = Arc::new(Dialer {
             resolver: Resolver::new(config.pins),
             allow_ips: config.allow_ips,
             own_listeners: config.own_listeners,
             tls: Arc::new(tls),
+            tls_http1: Arc::new(tls_http1),
             timeouts: config.timeouts,
         });
         let client = Client::builder(TokioExecutor::new())
@@ -220,6 +225,32 @@ impl Upstream {
                 }
             }
         }
+    }
+
+    /// A fresh, unpooled HTTP/1.1 connection over verified TLS, with upgrades enabled: for a
+    /// WebSocket handshake, whose connection becomes the upgraded stream.
+    pub async fn connect_http1(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<hyper::client::conn::http1::SendRequest<Body>, UpstreamError> {
+        let conn = self
+            .dialer
+            .connect_tls(host, port, self.dialer.tls_http1.clone())
+            .await?;
+        let (send, connection) =
+            hyper::client::conn::http1::handshake(conn)
+                .await
+                .map_err(|e| UpstreamError::Tls {
+                    host: host.to_owned(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.with_upgrades().await {
+                tracing::debug!(%error, "upgrade connection ended");
+            }
+        });
+        Ok(send)
     }
 
     /// Resolves, checks and dials a raw TCP connection (passthrough tunnels).
