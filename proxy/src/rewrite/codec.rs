@@ -41,6 +41,7 @@ use flate2::bufread::MultiGzDecoder;
 use flate2::write::{GzEncoder, ZlibEncoder};
 use flate2::{Compression, Decompress, FlushDecompress, Status};
 use http::{HeaderMap, HeaderValue, header};
+use zeroize::Zeroizing;
 use zstd::stream::raw::{DParameter, InBuffer, Operation as _, OutBuffer};
 
 /// The most decoded bytes one [`Decoder::decode_some`] step produces, and the size of the
@@ -250,7 +251,8 @@ pub fn accept_encoding() -> HeaderValue {
 /// up to 8 MiB for zstd, allocated as the stream asks) and a [`SLICE`]-sized buffer between
 /// stacked codings. [`Decoder::decode_some`] appends at most `max_out` bytes per call;
 /// [`Decoder::push`] appends everything its input decodes to, which the `limit` bounds.
-/// Buffers inside the codec libraries are not zeroized.
+/// sluice's own buffers of decoded bytes are zeroized when freed; those inside the codec
+/// libraries (their windows) are not.
 pub struct Decoder {
     /// In decoding order: the last coding applied comes first.
     stages: Vec<Stage>,
@@ -397,14 +399,21 @@ impl Decoder {
                 return Err(stage.corrupt("the next coding left data undecoded".into()));
             }
             if stage.total_in > 0 && !stage.layer.is_complete() {
-                return Err(stage.corrupt("the stream ends before its end marker (truncated)".into()));
+                return Err(
+                    stage.corrupt("the stream ends before its end marker (truncated)".into())
+                );
             }
         }
         Ok(())
     }
 
     /// One bounded step over the whole stack; see [`Decoder::decode_some`].
-    fn pump(&mut self, input: &[u8], out: &mut Vec<u8>, max_out: usize) -> Result<usize, CodecError> {
+    fn pump(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        max_out: usize,
+    ) -> Result<usize, CodecError> {
         let start = out.len();
         let last = self.stages.len() - 1;
         let mut consumed = 0;
@@ -464,9 +473,12 @@ impl Decoder {
 struct Stage {
     coding: ContentCoding,
     layer: Layer,
-    /// Decoded bytes not yet taken by the next stage (unused by the last stage).
-    buf: Vec<u8>,
+    /// Decoded bytes not yet taken by the next stage (unused by the last stage). Decoded
+    /// bytes may hold a value not yet redacted: this buffer and `scratch` are zeroized.
+    buf: Zeroizing<Vec<u8>>,
     pos: usize,
+    /// Where the layer writes before its output is appended (SLICE bytes, once used).
+    scratch: Zeroizing<Vec<u8>>,
     total_in: u64,
     total_out: u64,
     input_ended: bool,
@@ -477,8 +489,9 @@ impl Stage {
         Self {
             coding,
             layer,
-            buf: Vec::new(),
+            buf: Zeroizing::new(Vec::new()),
             pos: 0,
+            scratch: Zeroizing::new(Vec::new()),
             total_in: 0,
             total_out: 0,
             input_ended: false,
@@ -497,7 +510,7 @@ impl Stage {
     }
 
     fn buffered(&self) -> usize {
-        self.buf.capacity() + self.layer.buffered()
+        self.buf.capacity() + self.scratch.capacity() + self.layer.buffered()
     }
 
     /// Room left in `buf` for this stage's output, compacting it first.
@@ -522,18 +535,23 @@ impl Stage {
     }
 
     /// Runs the layer once, appending at most `room` bytes to `dst`.
-    fn run(&mut self, src: &[u8], dst: &mut Vec<u8>, room: usize) -> Result<(usize, usize), CodecError> {
-        let len = dst.len();
-        dst.resize(len + room, 0);
-        let step = self.layer.run(src, &mut dst[len..]);
-        let (used, made) = match step {
-            Ok(step) => step,
-            Err(reason) => {
-                dst.truncate(len);
-                return Err(self.corrupt(reason));
-            }
-        };
-        dst.truncate(len + made);
+    fn run(
+        &mut self,
+        src: &[u8],
+        dst: &mut Vec<u8>,
+        room: usize,
+    ) -> Result<(usize, usize), CodecError> {
+        // The layer writes into a slice: a scratch buffer zeroed once, rather than growing
+        // `dst` by `room` zeroes on every call (most calls, with small inputs, make little).
+        if self.scratch.is_empty() {
+            self.scratch = Zeroizing::new(vec![0; SLICE]);
+        }
+        let room = room.min(SLICE);
+        let (used, made) = self
+            .layer
+            .run(src, &mut self.scratch[..room])
+            .map_err(|reason| self.corrupt(reason))?;
+        dst.extend_from_slice(&self.scratch[..made]);
         self.total_in += used as u64;
         self.total_out += made as u64;
         Ok((used, made))
@@ -691,7 +709,11 @@ struct GzLayer {
 impl GzLayer {
     fn run(&mut self, src: &[u8], dst: &mut [u8]) -> Result<(usize, usize), String> {
         if self.done {
-            return if src.is_empty() { Ok((0, 0)) } else { Err(trailing()) };
+            return if src.is_empty() {
+                Ok((0, 0))
+            } else {
+                Err(trailing())
+            };
         }
         let used = self.decoder.get_mut().fill(src);
         match self.decoder.read(dst) {
@@ -725,7 +747,11 @@ impl DeflateLayer {
 
     fn run(&mut self, src: &[u8], dst: &mut [u8]) -> Result<(usize, usize), String> {
         if self.done {
-            return if src.is_empty() { Ok((0, 0)) } else { Err(trailing()) };
+            return if src.is_empty() {
+                Ok((0, 0))
+            } else {
+                Err(trailing())
+            };
         }
         let mut used = 0;
         if self.inflate.is_none() {
@@ -777,7 +803,11 @@ struct BrLayer {
 impl BrLayer {
     fn run(&mut self, src: &[u8], dst: &mut [u8]) -> Result<(usize, usize), String> {
         if self.done {
-            return if src.is_empty() { Ok((0, 0)) } else { Err(trailing()) };
+            return if src.is_empty() {
+                Ok((0, 0))
+            } else {
+                Err(trailing())
+            };
         }
         let (mut available_in, mut in_offset) = (src.len(), 0);
         let (mut available_out, mut out_offset) = (dst.len(), 0);

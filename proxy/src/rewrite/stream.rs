@@ -32,20 +32,30 @@
 //! let guard = Arc::new(builder.build()?);
 //!
 //! // Response: decoded (the caller drops Content-Encoding and Content-Length), then redacted.
+//! // The outcome goes to the audit log; here through a oneshot channel.
 //! let upstream = body::full(Bytes::from_static(b"token=ghp_real_value_0123456789"));
-//! let decoder = Decoder::new(&[], 64 << 20).unwrap();
-//! let response = RewriteBody::redacting(upstream, Arc::clone(&guard), |outcome| {
-//!     assert_eq!(outcome.tally.total().redacted, 1); // write the audit `redact` event here
+//! let decoder = Decoder::new(&[], 64 << 20).unwrap(); // from content_codings(response.headers())
+//! let (tx, rx) = tokio::sync::oneshot::channel();
+//! let response = RewriteBody::redacting(upstream, Arc::clone(&guard), move |outcome| {
+//!     let _ = tx.send(outcome);
 //! })
 //! .with_decoder(decoder)
 //! .boxed();
+//!
+//! let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let shown = rt.block_on(response.collect()).unwrap().to_bytes();
+//! assert_eq!(shown, format!("token={}", guard.placeholder(token)));
+//! let outcome = rx.blocking_recv().unwrap();
+//! assert!(outcome.is_complete());
+//! assert_eq!(outcome.tally.get(token).redacted, 1); // the audit `redact` event
 //!
 //! // Request toward a host and a location the secret grants: placeholders are swapped.
 //! let mut plan = Plan::refuse_all(&guard);
 //! plan.set(token, OnPlaceholder::Swap, OnValue::Keep);
 //! let sandbox = body::full(Bytes::from(format!("t={}", guard.placeholder(token))));
 //! let request = RewriteBody::new(sandbox, Arc::clone(&guard), plan, |_outcome| {}).boxed();
-//! # let _ = (response, request);
+//! let sent = rt.block_on(request.collect()).unwrap().to_bytes();
+//! assert_eq!(sent, "t=ghp_real_value_0123456789");
 //! # Ok::<(), sluice_guard::GuardError>(())
 //! ```
 
@@ -168,7 +178,9 @@ pub type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
 /// # Resource usage
 /// At most one inner frame (fed on in slices of [`SLICE`] bytes), one decoded slice, what
 /// the rewriter holds back (less than the guard's longest pattern) and what the codecs
-/// hold; each output frame comes from one slice. See [`RewriteBody::buffered`].
+/// hold; each output frame comes from one slice (grown or shrunk by what was replaced in
+/// it: a redaction writes a placeholder over a value, which may be longer). See
+/// [`RewriteBody::buffered`].
 pub struct RewriteBody {
     inner: Body,
     guard: Arc<Guard>,
@@ -327,7 +339,8 @@ impl RewriteBody {
             self.draining = false;
             return Ok(None);
         };
-        let mut out = Vec::new();
+        // Rewritten bytes may hold a swapped value until they leave: zeroized if they do not.
+        let mut out = Zeroizing::new(Vec::new());
         let pushed = match self.decoder.as_mut() {
             Some(decoder) => {
                 self.decoded.clear();
@@ -344,7 +357,7 @@ impl RewriteBody {
             }
         };
         pushed.map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
-        self.encode(out, false)
+        self.encode(std::mem::take(&mut *out), false)
     }
 
     /// Passes rewritten bytes through the encoder, if any; `None` when nothing is ready.
@@ -375,23 +388,25 @@ impl RewriteBody {
             Some(trailers) => Some(self.rewrite_trailers(trailers)?),
             None => None,
         };
-        let mut out = Vec::new();
-        if let Some(rewriter) = self.rewriter.as_mut() {
-            if let Some(decoder) = self.decoder.take() {
-                self.decoded.clear();
-                decoder.finish(&mut self.decoded)?;
-                rewriter
-                    .push(&self.decoded, &mut out)
-                    .map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
-            }
-        }
-        if let Some(rewriter) = self.rewriter.take() {
+        let Some(mut rewriter) = self.rewriter.take() else {
+            return Ok((None, trailers));
+        };
+        // Rewritten bytes may hold a swapped value until they leave: zeroized if they do not.
+        let mut out = Zeroizing::new(Vec::new());
+        if let Some(decoder) = self.decoder.take() {
+            self.decoded.clear();
+            let decoded = decoder.finish(&mut self.decoded);
             self.body_tally = rewriter.tally().clone();
-            self.body_tally = rewriter
-                .finish(&mut out)
+            decoded?;
+            rewriter
+                .push(&self.decoded, &mut out)
                 .map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
         }
-        Ok((self.encode(out, true)?, trailers))
+        self.body_tally = rewriter.tally().clone();
+        self.body_tally = rewriter
+            .finish(&mut out)
+            .map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
+        Ok((self.encode(std::mem::take(&mut *out), true)?, trailers))
     }
 
     /// Rewrites every trailer under the trailer plan. A trailer whose rewritten name or value
@@ -464,7 +479,10 @@ impl RewriteBody {
 
     /// Calls the report callback, if it was not called yet.
     fn report(&mut self, end: End) {
-        let slot = self.report.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let slot = self
+            .report
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
         let Some(report) = slot.take() else {
             return;
         };
@@ -567,3 +585,5 @@ impl Drop for RewriteBody {
     }
 }
 
+#[cfg(test)]
+mod tests;
