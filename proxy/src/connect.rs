@@ -47,7 +47,7 @@ pub async fn handle(
     }
     let target = match Target::from_connect(request.uri()) {
         Ok(target) => target,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => return refusal.redacted(&shared.guard).into_response(),
     };
     match shared.policy.reach(&target.host, target.port) {
         Reach::Denied(denied) => {
@@ -58,7 +58,7 @@ pub async fn handle(
                     .method("CONNECT")
                     .reason(refusal.code),
             );
-            refusal.into_response()
+            refusal.redacted(&shared.guard).into_response()
         }
         Reach::Passthrough => passthrough(request, target, shared, slot).await,
         Reach::Intercept => {
@@ -95,7 +95,7 @@ async fn passthrough(
                     .method("CONNECT")
                     .reason(refusal.code),
             );
-            return refusal.into_response();
+            return refusal.redacted(&shared.guard).into_response();
         }
     };
     shared.record(

@@ -38,6 +38,7 @@ pub async fn intercepted(
     match try_forward(parts, incoming, target, shared, Mode::Intercepted, &log).await {
         Ok(response) => response,
         Err(refusal) => {
+            let refusal = refusal.redacted(&shared.guard);
             shared.record(log.refusal(&refusal));
             refusal.into_response()
         }
@@ -58,13 +59,14 @@ pub async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<
             let mut event = Exchange::new(&shared, &raw, &parts).refusal(&refusal);
             event = event.host(raw.host.as_str());
             shared.record(event);
-            return refusal.into_response();
+            return refusal.redacted(&shared.guard).into_response();
         }
     };
     let log = Exchange::new(&shared, &target, &parts);
     match try_forward(parts, incoming, &target, &shared, Mode::Plain, &log).await {
         Ok(response) => response,
         Err(refusal) => {
+            let refusal = refusal.redacted(&shared.guard);
             shared.record(log.refusal(&refusal));
             refusal.into_response()
         }

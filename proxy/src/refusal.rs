@@ -155,6 +155,15 @@ impl Refusal {
         }
     }
 
+    /// Passes the message through the guard: a refusal may quote text from a peer (an
+    /// upstream's coding name, an error), which could hold a value.
+    pub fn redacted(mut self, guard: &sluice_guard::Guard) -> Self {
+        if guard.is_match(self.message.as_bytes()) {
+            self.message = guard.redact_str(&self.message);
+        }
+        self
+    }
+
     /// The response sent to the client: the status, a `sluice-error` header and the one-line
     /// reason as a plain-text body. The only place a refusal turns into bytes on the wire.
     pub fn into_response(self) -> Response<Body> {
