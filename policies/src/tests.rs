@@ -1006,7 +1006,9 @@ fn may_reach_asks_only_for_the_host_grant() {
     assert!(p.may_reach("sandbox_key", "api.example.com", 443).is_err());
     // Redact-only secrets reach no host at all.
     assert_eq!(
-        p.may_reach("quiet", "api.github.com", 443).unwrap_err().code(),
+        p.may_reach("quiet", "api.github.com", 443)
+            .unwrap_err()
+            .code(),
         "redact_only"
     );
     assert!(p.may_reach("nobody", "api.github.com", 443).is_err());
