@@ -62,8 +62,16 @@ fn os(args: &[&str]) -> Vec<OsString> {
 /// Asserts the value is nowhere the sandbox can see: the launcher's redacted streams, the
 /// audit log, and every file under `work`.
 fn assert_value_never_reached_the_client(out: &sluice_integration_tests::RunOutput, work: &Path) {
-    assert!(!out.stdout.contains(TOKEN), "value in stdout: {}", out.stdout);
-    assert!(!out.stderr.contains(TOKEN), "value in stderr: {}", out.stderr);
+    assert!(
+        !out.stdout.contains(TOKEN),
+        "value in stdout: {}",
+        out.stdout
+    );
+    assert!(
+        !out.stderr.contains(TOKEN),
+        "value in stderr: {}",
+        out.stderr
+    );
     assert!(!out.audit.contains(TOKEN), "value in the audit log");
     let leaked = files_containing(work, TOKEN);
     assert!(
@@ -108,8 +116,12 @@ async fn echo_client(
     let body_file = work.path().join("body.out");
     let out = run(launch, client(&url, &body_file)).await;
     out.assert_success(what);
-    let body_seen = std::fs::read_to_string(&body_file)
-        .unwrap_or_else(|e| panic!("{what} wrote no response body ({e}); stdout: {}", out.stdout));
+    let body_seen = std::fs::read_to_string(&body_file).unwrap_or_else(|e| {
+        panic!(
+            "{what} wrote no response body ({e}); stdout: {}",
+            out.stdout
+        )
+    });
     Echo {
         out,
         records: upstream.records(),
@@ -150,7 +162,10 @@ fn assert_echo_swapped(what: &str, echo: &Echo) {
         "{what}: the client should have received the placeholder, got {:?}",
         echo.body_seen
     );
-    assert!(echo.out.audit_events("swap") >= 1, "{what}: no swap audited");
+    assert!(
+        echo.out.audit_events("swap") >= 1,
+        "{what}: no swap audited"
+    );
     assert_value_never_reached_the_client(&echo.out, echo.work.path());
 }
 
@@ -396,19 +411,23 @@ async fn git_ls_remote_and_clone_over_smart_http_with_a_token_in_basic_credentia
         &["clone", "-q", "--bare", "source", "srv/repo.git"],
     );
 
-    let upstream = ServedUpstream::start(&pki, &["git.test"], move |request| {
-        match basic_credentials(request) {
+    let upstream = ServedUpstream::start(
+        &pki,
+        &["git.test"],
+        move |request| match basic_credentials(request) {
             None => Response::builder()
                 .status(401)
                 .header("www-authenticate", "Basic realm=\"sluice test git\"")
                 .body(Bytes::from_static(b"credentials required"))
                 .expect("response"),
-            Some((_, password)) if password != TOKEN => {
-                respond(403, "text/plain", "wrong token (the placeholder was not swapped?)")
-            }
+            Some((_, password)) if password != TOKEN => respond(
+                403,
+                "text/plain",
+                "wrong token (the placeholder was not swapped?)",
+            ),
             Some(_) => git_http_backend(&root, request),
-        }
-    })
+        },
+    )
     .await;
 
     let launch = Launch::new(&pki);
@@ -439,18 +458,25 @@ async fn git_ls_remote_and_clone_over_smart_http_with_a_token_in_basic_credentia
     let records = upstream.records();
     let authorized: Vec<_> = records.iter().filter_map(basic_credentials).collect();
     assert!(
-        records.iter().any(|r| r.method == http::Method::POST
-            && r.uri.path() == "/repo.git/git-upload-pack"),
+        records
+            .iter()
+            .any(|r| r.method == http::Method::POST && r.uri.path() == "/repo.git/git-upload-pack"),
         "the clone fetched a pack"
     );
     assert!(!authorized.is_empty(), "git never sent credentials");
     for (user, password) in &authorized {
         assert_eq!(user, "x-access-token");
-        assert_eq!(password, TOKEN, "every credential upstream carries the value");
+        assert_eq!(
+            password, TOKEN,
+            "every credential upstream carries the value"
+        );
     }
     // The clone remembers its remote with the placeholder, never the value.
     let config = std::fs::read_to_string(work.path().join("clone/.git/config")).unwrap();
-    assert!(config.contains("x-access-token:SLUICE_GIT_TOKEN_"), "{config}");
+    assert!(
+        config.contains("x-access-token:SLUICE_GIT_TOKEN_"),
+        "{config}"
+    );
     assert_value_never_reached_the_client(&out, work.path());
 }
 
@@ -567,7 +593,10 @@ async fn pip_install_from_an_index_with_a_token_in_its_url() {
     assert!(
         records.iter().any(|r| r.uri.path() == wheel_path),
         "pip downloaded the wheel: {:?}",
-        records.iter().map(|r| r.uri.to_string()).collect::<Vec<_>>()
+        records
+            .iter()
+            .map(|r| r.uri.to_string())
+            .collect::<Vec<_>>()
     );
     for record in &records {
         let (_, password) = basic_credentials(record)
@@ -610,7 +639,11 @@ fn pack_npm_package(dir: &Path, cache: &Path) -> (PathBuf, String, String) {
     );
     let packed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("npm pack --json");
     let field = |name: &str| packed[0][name].as_str().expect(name).to_owned();
-    (dir.join(field("filename")), field("integrity"), field("shasum"))
+    (
+        dir.join(field("filename")),
+        field("integrity"),
+        field("shasum"),
+    )
 }
 
 #[tokio::test]
@@ -690,12 +723,17 @@ async fn npm_install_from_a_registry_with_an_auth_token_in_npmrc() {
         format!(
             "registry=https://registry.test:{port}/\n\
              //registry.test:{port}/:_authToken=${{NPM_TOKEN}}\n\
-             audit=false\nfund=false\nupdate-notifier=false\n"
+             audit=false\nfund=false\nupdate-notifier=false\nfetch-retries=0\n"
         ),
     )
     .unwrap();
     let home = server.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
+    // A clean sandbox's npm: no user or global npmrc. A global `cafile=` (as this machine's
+    // /usr/etc/npmrc has) replaces Node's default store and so defeats NODE_EXTRA_CA_CERTS;
+    // docs/guide.md says how to point it at the sluice bundle instead.
+    let empty_npmrc = server.path().join("empty-npmrc");
+    std::fs::write(&empty_npmrc, "").unwrap();
 
     let launch = Launch::new(&pki);
     let file = launch.secret_file("npm_token", TOKEN);
@@ -704,7 +742,9 @@ async fn npm_install_from_a_registry_with_an_auth_token_in_npmrc() {
         .resolve("registry.test")
         .cwd(work.path())
         .env("HOME", &home)
-        .env("npm_config_cache", server.path().join("npm-cache"));
+        .env("npm_config_cache", server.path().join("npm-cache"))
+        .env("npm_config_globalconfig", &empty_npmrc)
+        .env("npm_config_userconfig", home.join(".npmrc"));
     let script = "set -e; npm install --no-audit --no-fund; \
                   node -e 'console.log(require(\"sluice-demo\"))'";
     let out = run(launch, os(&["sh", "-c", script])).await;
@@ -738,11 +778,137 @@ async fn npm_install_from_a_registry_with_an_auth_token_in_npmrc() {
 /// so a broken install fails here by name as well.
 #[test]
 fn the_client_installs_from_ci_are_in_place() {
-    let venv = python_venv();
-    assert!(venv.starts_with(workspace_root()) || std::env::var_os("SLUICE_CLIENTS_VENV").is_some());
+    python_venv();
     let node = node_dir();
-    assert!(node.join("package-lock.json").exists(), "the lock file is committed");
+    assert!(
+        node.join("package-lock.json").exists(),
+        "the lock file is committed"
+    );
     require_program("curl", CI_CURL);
     require_program("git", CI_GIT);
     require_program("npm", CI_NPM);
+}
+
+// ---------------------------------------------------------------------------------------
+// `sluice serve` as the Kubernetes sidecar runs it, with the sandbox entrypoint printed in
+// docs/kubernetes.md, and curl in the "sandbox".
+// ---------------------------------------------------------------------------------------
+
+/// The `#!/bin/sh` block of docs/kubernetes.md: the sandbox's entrypoint.
+fn sandbox_entrypoint_from_the_docs() -> String {
+    let doc = std::fs::read_to_string(workspace_root().join("docs/kubernetes.md"))
+        .expect("docs/kubernetes.md");
+    let start = doc
+        .find("```sh\n#!/bin/sh")
+        .expect("docs/kubernetes.md shows the sandbox entrypoint")
+        + "```sh\n".len();
+    let len = doc[start..].find("```").expect("closed block");
+    doc[start..start + len].to_owned()
+}
+
+#[tokio::test]
+async fn serve_with_the_documented_sidecar_entrypoint() {
+    require_program("curl", CI_CURL);
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"h2", b"http/1.1"]).await;
+    let private = tempfile::tempdir().expect("tempdir");
+    let shared = tempfile::tempdir().expect("tempdir");
+    let secret = private.path().join("token");
+    std::fs::write(&secret, TOKEN).unwrap();
+    let policy_path = private.path().join("policy.yaml");
+    std::fs::write(
+        &policy_path,
+        policy("api_token", &secret, "api.test", "header, body"),
+    )
+    .unwrap();
+    let run_dir = shared.path().join("run");
+    let audit = private.path().join("audit.jsonl");
+    let serve = Command::new(sluice_integration_tests::sluice_bin())
+        .arg("serve")
+        .arg("--policy")
+        .arg(&policy_path)
+        .args(["--listen", "127.0.0.1:0", "--run-dir"])
+        .arg(&run_dir)
+        .arg("--audit-log")
+        .arg(&audit)
+        .arg("--upstream-ca")
+        .arg(pki.ca_path())
+        .args(["--resolve", "api.test=127.0.0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice serve starts");
+
+    let entrypoint = shared.path().join("sandbox-env.sh");
+    std::fs::write(&entrypoint, sandbox_entrypoint_from_the_docs()).unwrap();
+    let body_file = shared.path().join("body.out");
+    let script = format!(
+        "curl -sS --fail-with-body -H \"Authorization: Bearer $API_TOKEN\" \
+         --data-binary \"echo $API_TOKEN\" -o '{out}' https://api.test:{port}/echo",
+        out = body_file.display(),
+        port = upstream.port()
+    );
+    let mut sandbox = Command::new("timeout");
+    sandbox
+        .arg("30")
+        .arg("sh")
+        .arg(&entrypoint)
+        .args(["sh", "-c", &script])
+        .env("SLUICE_RUN_DIR", &run_dir);
+    for name in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "SSL_CERT_FILE",
+        "CURL_CA_BUNDLE",
+    ] {
+        sandbox.env_remove(name);
+    }
+    let out = tokio::task::spawn_blocking(move || sandbox.output().expect("sh runs"))
+        .await
+        .unwrap();
+
+    // Stop the proxy as Kubernetes would: SIGTERM, then a clean exit.
+    let killed = Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let served = tokio::task::spawn_blocking(move || serve.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the sandbox failed: {}\nsluice serve said: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&served.stderr)
+    );
+    assert_eq!(served.status.code(), Some(0), "SIGTERM drains and exits 0");
+
+    let records = upstream.records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+    let seen = std::fs::read_to_string(&body_file).unwrap();
+    assert!(seen.starts_with("echo SLUICE_API_TOKEN_"), "{seen}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    let leaked = files_containing(shared.path(), TOKEN);
+    assert!(
+        leaked.is_empty(),
+        "the value reached the shared volume: {leaked:?}"
+    );
+    let audit = std::fs::read_to_string(&audit).unwrap();
+    assert!(audit.contains("\"event\":\"swap\""));
+    assert!(
+        audit
+            .lines()
+            .last()
+            .unwrap_or("")
+            .contains("\"event\":\"stop\"")
+    );
 }

@@ -36,7 +36,7 @@ const SYSTEM_BUNDLES: [&str; 4] = [
 ];
 
 /// Variables that point a client at a CA bundle, one per client family.
-const CA_VARIABLES: [&str; 8] = [
+const CA_VARIABLES: [&str; 9] = [
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
@@ -45,6 +45,9 @@ const CA_VARIABLES: [&str; 8] = [
     "PIP_CERT",
     "CARGO_HTTP_CAINFO",
     "AWS_CA_BUNDLE",
+    // npm's `cafile` replaces Node's store (so NODE_EXTRA_CA_CERTS is ignored) when a global
+    // npmrc sets one, as Debian's does; the variable overrides every npmrc.
+    "npm_config_cafile",
 ];
 
 /// Variables that point a client at a proxy.
