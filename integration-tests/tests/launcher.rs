@@ -105,6 +105,7 @@ fn the_child_gets_placeholders_proxy_and_ca_variables_and_granted_values() {
         "PIP_CERT",
         "CARGO_HTTP_CAINFO",
         "AWS_CA_BUNDLE",
+        "npm_config_cafile",
     ] {
         assert_eq!(var(name), bundle, "{name}");
     }
