@@ -445,3 +445,34 @@ async fn websocket_upgrades_pass_through_after_a_scanned_handshake() {
     );
     assert!(audit.iter().any(|l| is_event(l, "swap")));
 }
+
+#[tokio::test]
+async fn oversized_heads_get_431_and_slow_heads_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"http/1.1"]).await;
+    let proxy = TestProxy::start_with(POLICY, &pki, HOSTS, |config| {
+        config.limits.header_read_timeout = Duration::from_millis(500);
+    })
+    .await;
+    // A 100 KiB header inside the tunnel: 431 over HTTP/1.1, a refused stream over HTTP/2.
+    let big = format!("X-Big: {}", "a".repeat(100 * 1024));
+    let url = format!("https://api.test:{}/", upstream.port());
+    let h1 = curl(&proxy, &["-i", "--http1.1", "-H", &big], url.clone()).await;
+    assert_eq!(h1.status, 431, "{h1:?}");
+    let h2 = curl(&proxy, &["-i", "--http2", "-H", &big], url).await;
+    assert_ne!(h2.status, 200, "{h2:?}");
+    assert!(upstream.records().is_empty());
+    // A client that never finishes its head is disconnected.
+    let mut slow = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    slow.write_all(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let read = tokio::time::timeout(Duration::from_secs(5), slow.read(&mut buf)).await;
+    match read {
+        Ok(Ok(_)) | Ok(Err(_)) => {} // closed (0 bytes, or a 408 then close, or reset)
+        Err(_) => panic!("a slow client held its connection past the header read timeout"),
+    }
+    proxy.stop().await;
+}
