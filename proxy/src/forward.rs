@@ -416,6 +416,13 @@ fn send_refusal(error: &SendError, shared: &Shared, target: &Target) -> Refusal 
     if let Some(codec) = error.find_source::<codec::CodecError>() {
         return Refusal::bad_request(format!("the request body: {codec}"));
     }
+    // The client's own body failed (a malformed chunk, a cut connection): its fault, and
+    // the upstream request was aborted, not completed.
+    if let Some(body) = error.find_source::<hyper::Error>().filter(|e| e.is_user()) {
+        let why =
+            std::error::Error::source(body).map_or_else(|| body.to_string(), ToString::to_string);
+        return Refusal::bad_request(format!("the request body could not be read: {why}"));
+    }
     match error {
         SendError::Dial(dial) => dial_refusal(dial),
         SendError::Timeout => Refusal::gateway_timeout(format!(
