@@ -170,6 +170,14 @@ impl Encoding {
         }
     }
 
+    /// The bytes the guard looks for when `value` is written in this encoding, or `None` where
+    /// the encoding cannot carry it (a non-UTF-8 value has no ASCII-only JSON form). The result
+    /// holds the secret, so it is zeroized on drop; for base64 it is the part that depends on
+    /// the value alone.
+    pub fn encode(self, value: &crate::SecretValue) -> Option<Zeroizing<Vec<u8>>> {
+        self.apply(value.expose())
+    }
+
     /// The value under this encoding, or `None` where the encoding cannot carry it (a
     /// non-UTF-8 value has no ASCII-only JSON form).
     pub(crate) fn apply(self, value: &[u8]) -> Option<Zeroizing<Vec<u8>>> {

@@ -17,11 +17,13 @@
 //!
 //! # Overview
 //! - [`Placeholder`], [`SecretValue`]: what a secret is made of.
-//! - [`GuardBuilder`] → [`Guard`]: the automaton; [`Guard::find_iter`] reports [`Hit`]s.
+//! - [`GuardBuilder`] → [`Guard`]: the automaton, behind a q-gram prefilter that skips text
+//!   where no pattern can occur; [`Guard::find_iter`] reports [`Hit`]s.
 //! - [`Plan`]: per-secret [`OnPlaceholder`] / [`OnValue`] actions, and the [`SwapForm`] that a
 //!   swapped value is written in.
 //! - [`Guard::rewrite`], [`Guard::rewrite_header_value`] (looks inside `Basic` credentials),
-//!   [`Guard::redact`]: one-shot; [`Rewriter`]: streaming, exact whatever the chunking.
+//!   [`Guard::redact`] (and `_into` twins that append to a caller's buffer): one-shot;
+//!   [`Rewriter`]: streaming, exact whatever the chunking.
 //! - [`Tally`]: what was swapped, redacted and kept, per secret, for the audit log.
 //! - [`GuardError`]: every failure; [`Refusal`] names what a plan refused.
 //!
@@ -67,7 +69,9 @@ mod encoding;
 mod error;
 mod guard;
 mod plan;
+mod prefilter;
 mod rewrite;
+mod search;
 mod secret;
 
 pub use encoding::{Base64Alphabet, Encoding, JsonStyle, PercentStyle, SwapForm};

@@ -96,22 +96,49 @@ impl Tally {
     }
 }
 
-/// The result of a one-shot rewrite: the new bytes (zeroized on drop, since a swap puts a value
-/// in them) and what was done.
+/// The result of a one-shot rewrite: the new bytes and what was done.
+///
+/// # Secrets in memory
+/// The bytes are zeroized on drop whenever they may hold a known value: when the tally counts
+/// a swap (a value written in) or a kept value. Otherwise every match was redacted or was a
+/// kept placeholder, and what is left is the caller's own text around them (the output of
+/// [`Guard::redact`] is the text that is safe to show the sandbox), so clearing it would only
+/// cost time (one more pass over the whole output).
 pub struct Rewritten {
-    bytes: Zeroizing<Vec<u8>>,
+    bytes: Vec<u8>,
     tally: Tally,
 }
 
+impl Drop for Rewritten {
+    fn drop(&mut self) {
+        if self.holds_value() {
+            self.bytes.zeroize();
+        }
+    }
+}
+
 impl Rewritten {
+    fn new(mut bytes: Zeroizing<Vec<u8>>, tally: Tally) -> Self {
+        Self {
+            bytes: std::mem::take(&mut *bytes),
+            tally,
+        }
+    }
+
+    /// Whether the bytes may hold a known value (swapped in, or kept as it was).
+    fn holds_value(&self) -> bool {
+        let total = self.tally.total();
+        total.swapped + total.kept_values > 0
+    }
+
     /// The rewritten bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// The rewritten bytes, still zeroized on drop.
-    pub fn into_bytes(self) -> Zeroizing<Vec<u8>> {
-        self.bytes
+    pub fn into_bytes(mut self) -> Zeroizing<Vec<u8>> {
+        Zeroizing::new(std::mem::take(&mut self.bytes))
     }
 
     /// What was swapped, redacted and kept, per secret.
@@ -142,26 +169,69 @@ impl Guard {
     /// [`GuardError::Refused`] at the first match the plan refuses; nothing is returned then.
     pub fn rewrite(&self, input: &[u8], plan: &Plan) -> Result<Rewritten, GuardError> {
         let mut bytes = Zeroizing::new(Vec::with_capacity(input.len()));
+        let tally = self.rewrite_into(input, plan, &mut bytes)?;
+        Ok(Rewritten::new(bytes, tally))
+    }
+
+    /// [`Guard::rewrite`], appending the output to a buffer the caller owns (and may reuse, as
+    /// a proxy does per connection), and returning what was done.
+    ///
+    /// # Errors
+    /// [`GuardError::Refused`] at the first match the plan refuses; nothing is appended then.
+    ///
+    /// # Secrets in memory
+    /// A swap writes a value into `out`: keep it in zeroized memory (a
+    /// `Zeroizing<Vec<u8>>` derefs to one) with room for the output, since a `Vec` that grows
+    /// leaves its old contents behind.
+    pub fn rewrite_into(
+        &self,
+        input: &[u8],
+        plan: &Plan,
+        out: &mut Vec<u8>,
+    ) -> Result<Tally, GuardError> {
+        let mark = out.len();
         let mut tally = Tally::default();
-        step(self, plan, input, input.len(), 0, &mut bytes, &mut tally)?;
-        Ok(Rewritten { bytes, tally })
+        match step(
+            self,
+            plan,
+            input,
+            Limit::At(input.len()),
+            0,
+            out,
+            &mut tally,
+        ) {
+            Ok(_) => Ok(tally),
+            Err(refusal) => {
+                // Nothing of a refused input leaves, swapped values included.
+                out[mark..].zeroize();
+                out.truncate(mark);
+                Err(GuardError::Refused(refusal))
+            }
+        }
     }
 
     /// Every known value (in every encoding) in `input` replaced by its placeholder.
     pub fn redact(&self, input: &[u8]) -> Rewritten {
         let mut bytes = Zeroizing::new(Vec::with_capacity(input.len()));
+        let tally = self.redact_into(input, &mut bytes);
+        Rewritten::new(bytes, tally)
+    }
+
+    /// [`Guard::redact`], appending the output to a buffer the caller owns, and returning what
+    /// was redacted.
+    pub fn redact_into(&self, input: &[u8], out: &mut Vec<u8>) -> Tally {
         let mut tally = Tally::default();
         // A redact-all plan refuses nothing, so the step cannot fail.
         let _ = step(
             self,
             &Plan::redact_all(self),
             input,
-            input.len(),
+            Limit::At(input.len()),
             0,
-            &mut bytes,
+            out,
             &mut tally,
         );
-        Rewritten { bytes, tally }
+        tally
     }
 
     /// [`Guard::redact`] for text: the result is text again (bytes a replacement left invalid,
@@ -198,10 +268,8 @@ impl Guard {
             .unwrap_or(0);
         bytes.truncate(start + written);
         bytes.extend_from_slice(&outer.bytes[end..]);
-        Ok(Rewritten {
-            bytes,
-            tally: outer.tally,
-        })
+        // `outer` may hold a swapped value too: its own drop zeroizes it, by its tally.
+        Ok(Rewritten::new(bytes, outer.tally.clone()))
     }
 }
 
@@ -234,22 +302,44 @@ fn decode_base64(token: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
     Some(out)
 }
 
+/// Where a [`step`] stops deciding matches.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    /// Every match that starts before this offset.
+    At(usize),
+    /// Every match that the buffer alone decides: those starting before
+    /// [`Guard::hold_from`]. Worked out only once the search has reached the buffer's tail:
+    /// a chunk's tail is not in cache before that, and testing it first was measured at a
+    /// quarter of a streamed chunk's time.
+    Held,
+}
+
 /// Rewrites `buf`, deciding every match that starts before `limit`, appending the output to
-/// `out`. Returns how many bytes of `buf` are done: at least `limit`, more when a decided match
-/// runs past it. `base` is `buf`'s offset in the stream, for refusals.
+/// `out`. Returns how many bytes of `buf` are done: at least the limit, more when a decided
+/// match runs past it. `base` is `buf`'s offset in the stream, for refusals.
 fn step(
     guard: &Guard,
     plan: &Plan,
     buf: &[u8],
-    limit: usize,
+    limit: Limit,
     base: u64,
     out: &mut Vec<u8>,
     tally: &mut Tally,
 ) -> Result<usize, Refusal> {
+    let (mut limit, sure) = match limit {
+        Limit::At(at) => (Some(at), at),
+        // Whatever the hold, a match starting a longest pattern's length before the end is
+        // decided by `buf` alone.
+        Limit::Held => (
+            None,
+            buf.len()
+                .saturating_sub(guard.max_pattern_len().saturating_sub(1)),
+        ),
+    };
     let mut emitted = 0;
     let mut covered = 0;
-    for m in guard.matcher().find_iter(buf) {
-        if m.start() >= limit {
+    for m in guard.matches(buf) {
+        if m.start() >= sure && m.start() >= *limit.get_or_insert_with(|| guard.hold_from(buf)) {
             break;
         }
         covered = m.end();
@@ -289,6 +379,7 @@ fn step(
         out.extend_from_slice(&replacement);
         emitted = m.end();
     }
+    let limit = limit.unwrap_or_else(|| guard.hold_from(buf));
     let done = limit.max(covered);
     out.extend_from_slice(&buf[emitted..done]);
     Ok(done)
@@ -378,7 +469,7 @@ impl Rewriter {
                 &this.guard,
                 &this.plan,
                 &carry,
-                carry.len(),
+                Limit::At(carry.len()),
                 this.offset,
                 out,
                 &mut this.tally,
@@ -431,7 +522,14 @@ impl Rewriter {
             let old = self.carry.len();
             let take = chunk.len().min(self.guard.max_pattern_len());
             append_zeroizing(&mut self.carry, &chunk[..take]);
-            let limit = self.guard.hold_from(&self.carry);
+            // With a longest pattern's length of the chunk behind it, and more of the chunk
+            // after, every match that starts in the old tail is decided here and the rest of
+            // the chunk is scanned in place; otherwise decide what the bytes allow.
+            let limit = if take < chunk.len() {
+                Limit::At(old)
+            } else {
+                Limit::Held
+            };
             let done = step(
                 &self.guard,
                 &self.plan,
@@ -461,12 +559,11 @@ impl Rewriter {
 
     /// Rewrites `buf` (the carry being empty), keeping its undecided tail.
     fn scan_in_place(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
-        let limit = self.guard.hold_from(buf);
         let done = step(
             &self.guard,
             &self.plan,
             buf,
-            limit,
+            Limit::Held,
             self.offset,
             out,
             &mut self.tally,

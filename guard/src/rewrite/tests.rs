@@ -415,3 +415,135 @@ proptest! {
         prop_assert_eq!(text.matches(guard.placeholder(id).as_str()).count(), 2);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Streaming equals one-shot with the prefilter in play: short values (the shortest
+    /// stride), texts dense with near-misses, and the search's fallback forced on or off.
+    #[test]
+    fn streaming_equals_one_shot_over_near_misses(
+        values in proptest::collection::vec("[ab01/+ ]{8,20}", 1..5),
+        pieces in proptest::collection::vec(crate::search::tests::piece(), 0..60),
+        cuts in proptest::collection::vec(0usize..10_000, 0..12),
+        fallback in proptest::sample::select(vec![0usize, 64, usize::MAX]),
+        mode in 0u8..3,
+    ) {
+        let values: Vec<Vec<u8>> = values.into_iter().map(String::into_bytes).collect();
+        let built = crate::search::tests::guard(&values);
+        // Two random values may share an encoding; such guards are refused, by design.
+        prop_assume!(built.is_ok());
+        let mut g = built.unwrap();
+        g.set_fallback_min(fallback);
+        let patterns: Vec<Vec<u8>> = g.pattern_texts().map(<[u8]>::to_vec).collect();
+        let input = crate::search::tests::render(&patterns, &pieces);
+        let guard = Arc::new(g);
+        let plan = match mode {
+            0 => Plan::redact_all(&guard),
+            1 => {
+                let mut p = Plan::refuse_all(&guard).with_swap_form(SwapForm::Percent);
+                for id in guard.ids() {
+                    p.set(id, OnPlaceholder::Swap, OnValue::Keep);
+                }
+                p
+            }
+            _ => {
+                let mut p = Plan::refuse_all(&guard);
+                p.set(SecretId(0), OnPlaceholder::Swap, OnValue::Redact);
+                p
+            }
+        };
+        let one_shot = guard.rewrite(&input, &plan).map(|r| r.bytes().to_vec());
+        let streamed = stream(&guard, &plan, &input, &cuts);
+        match (one_shot, streamed) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(GuardError::Refused(a)), Err(GuardError::Refused(b))) => prop_assert_eq!(a, b),
+            (a, b) => prop_assert!(false, "one-shot {:?} vs streamed {:?}", a.map(|_| ()), b.map(|_| ())),
+        }
+    }
+
+    /// Swapping every placeholder in, then redacting, gives back the text with its
+    /// placeholders, and counts one redaction per swap.
+    #[test]
+    fn redact_after_swap_gives_back_the_placeholders(
+        values in proptest::collection::btree_set("[g-z]{8,24}", 1..5),
+        picks in proptest::collection::vec((0usize..8, "[ .,:\n]{1,3}"), 0..16),
+        cuts in proptest::collection::vec(0usize..2_000, 0..6),
+    ) {
+        let mut b = Guard::builder();
+        let mut ids = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            let name = format!("s{i}");
+            ids.push(b.add(name.as_str(), Placeholder::mint(&name, &[i as u8; NONCE_LEN]), SecretValue::from(v.as_str())).unwrap());
+        }
+        let guard = Arc::new(b.build().unwrap());
+        let text: String = picks
+            .iter()
+            .map(|(i, gap)| format!("{gap}{}", guard.placeholder(ids[i % ids.len()])))
+            .collect();
+        let mut all = Plan::refuse_all(&guard);
+        for &id in &ids {
+            all.set(id, OnPlaceholder::Swap, OnValue::Keep);
+        }
+        let swapped = guard.rewrite(text.as_bytes(), &all).unwrap();
+        let redacted = stream(&guard, &Plan::redact_all(&guard), swapped.bytes(), &cuts).unwrap();
+        prop_assert_eq!(String::from_utf8(redacted).unwrap(), text.clone());
+        let back = guard.redact(swapped.bytes());
+        prop_assert_eq!(back.bytes(), text.as_bytes());
+        prop_assert_eq!(back.tally().total().redacted, swapped.tally().total().swapped);
+        prop_assert_eq!(swapped.tally().total().swapped, picks.len() as u64);
+    }
+}
+
+#[test]
+fn rewritten_is_cleared_on_drop_when_it_may_hold_a_value() {
+    let f = fixture();
+    let value = b"x ghp_AAAAbbbbCCCCdddd1234 y";
+    let placeholder = ph(&f, f.gh);
+    // Redacted output holds placeholders and the caller's text only.
+    assert!(!f.guard.redact(value).holds_value());
+    // A swap writes the value in; a kept value stays in.
+    let mut plan = Plan::refuse_all(&f.guard);
+    plan.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+    assert!(
+        f.guard
+            .rewrite(placeholder.as_bytes(), &plan)
+            .unwrap()
+            .holds_value()
+    );
+    assert!(f.guard.rewrite(value, &plan).unwrap().holds_value());
+    // Inside Basic credentials too: the outer tally counts the inner swap.
+    let header = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("u:{placeholder}"))
+    );
+    let out = f
+        .guard
+        .rewrite_header_value(header.as_bytes(), &plan)
+        .unwrap();
+    assert!(out.holds_value());
+}
+
+#[test]
+fn rewrite_into_appends_and_leaves_nothing_on_refusal() {
+    let f = fixture();
+    let mut plan = Plan::refuse_all(&f.guard);
+    plan.set(f.gh, OnPlaceholder::Swap, OnValue::Keep);
+    let mut out = b"kept> ".to_vec();
+    let tally = f
+        .guard
+        .rewrite_into(format!("a {}", ph(&f, f.gh)).as_bytes(), &plan, &mut out)
+        .unwrap();
+    assert_eq!(out, b"kept> a ghp_AAAAbbbbCCCCdddd1234");
+    assert_eq!(tally.get(f.gh).swapped, 1);
+    let refused = format!("{} {}", ph(&f, f.gh), ph(&f, f.aws));
+    let err = f.guard.rewrite_into(refused.as_bytes(), &plan, &mut out);
+    assert!(matches!(err, Err(GuardError::Refused(ref r)) if r.secret == f.aws));
+    assert_eq!(out, b"kept> a ghp_AAAAbbbbCCCCdddd1234");
+    let mut shown = Vec::new();
+    let tally = f
+        .guard
+        .redact_into(b"x ghp_AAAAbbbbCCCCdddd1234", &mut shown);
+    assert_eq!(shown, format!("x {}", ph(&f, f.gh)).into_bytes());
+    assert_eq!(tally.get(f.gh).redacted, 1);
+}
