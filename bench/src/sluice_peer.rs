@@ -1,0 +1,167 @@
+//! sluice as a benchmark peer: `sluice-bench sluice` starts the proxy from the library
+//! ([`sluice_proxy::start`]) in its own process, so its memory and CPU are its own, exactly
+//! as `sluice serve` would (same runtime, same defaults), minus the log subscriber.
+//!
+//! Three declarations ([`Mode`]): the measured one swaps one header (`Authorization`, toward
+//! the upstream only) and redacts every response; `bare` declares no secret, to tell the
+//! cost of the swap and the redaction from the cost of the proxying; `passthrough` tunnels
+//! the upstream uninspected, the floor of any proxy hop on this machine.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use sluice_policies::Policy;
+use sluice_proxy::ProxyConfig;
+
+use crate::error::BenchError;
+use crate::pki::UPSTREAM_HOST;
+use crate::upstream::TOKEN_VAR;
+
+/// The secret the measured declaration names.
+pub(crate) const SECRET: &str = "api_token";
+
+/// The declaration sluice is measured with: one header swapped toward the upstream, every
+/// response redacted.
+pub(crate) fn declaration() -> String {
+    format!(
+        "version: 1\n\
+         secrets:\n  \
+           {SECRET}:\n    \
+             from: {{ env: {TOKEN_VAR} }}\n    \
+             hosts: [\"{UPSTREAM_HOST}\"]\n    \
+             sinks: [egress]\n    \
+             in: [header]\n    \
+             header: [Authorization]\n\
+         egress:\n  \
+           allow_ips: [\"127.0.0.1/32\"]\n"
+    )
+}
+
+/// The declaration without secrets: nothing to swap, nothing to redact.
+pub(crate) fn bare_declaration() -> String {
+    format!(
+        "version: 1\n\
+         egress:\n  \
+           allow: [\"{UPSTREAM_HOST}\"]\n  \
+           allow_ips: [\"127.0.0.1/32\"]\n"
+    )
+}
+
+/// The declaration that tunnels the upstream without terminating its TLS.
+pub(crate) fn passthrough_declaration() -> String {
+    format!(
+        "version: 1\n\
+         egress:\n  \
+           passthrough: [\"{UPSTREAM_HOST}\"]\n  \
+           allow_ips: [\"127.0.0.1/32\"]\n"
+    )
+}
+
+/// Which declaration sluice runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Mode {
+    /// One header swapped, every response redacted: the measured configuration.
+    Full,
+    /// No secret: TLS terminated and re-originated, nothing swapped or redacted.
+    Bare,
+    /// The upstream tunnelled uninspected (CONNECT and bytes relayed).
+    Passthrough,
+}
+
+impl Mode {
+    /// The declaration for this mode.
+    pub(crate) fn declaration(self) -> String {
+        match self {
+            Self::Full => declaration(),
+            Self::Bare => bare_declaration(),
+            Self::Passthrough => passthrough_declaration(),
+        }
+    }
+}
+
+/// What `sluice-bench sluice` takes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SluiceArgs {
+    /// Where to write `ca.pem`, `proxy-url`, `placeholder` and `audit.jsonl`.
+    #[arg(long)]
+    pub(crate) dir: PathBuf,
+    /// The upstream's CA (PEM).
+    #[arg(long)]
+    pub(crate) upstream_ca: PathBuf,
+    /// Which declaration to run with.
+    #[arg(long, value_enum, default_value = "full")]
+    pub(crate) mode: Mode,
+}
+
+/// Runs sluice until stdin closes, then shuts it down (drain, audit log flushed).
+pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
+    let yaml = args.mode.declaration();
+    let loaded = Policy::parse(&yaml, "bench.yaml").map_err(|diagnostics| {
+        BenchError::Declaration(
+            diagnostics
+                .0
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let mut config = ProxyConfig::new(loaded.policy, listen, args.dir.join("audit.jsonl"));
+    config.upstream_ca = vec![args.upstream_ca.clone()];
+    config.resolve = vec![(UPSTREAM_HOST.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST))];
+    // The runtime `sluice serve` builds: multi-threaded, one worker per core.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::peer("sluice", e))?;
+    runtime.block_on(async {
+        let proxy = sluice_proxy::start(config)
+            .await
+            .map_err(|e| BenchError::peer("sluice", e))?;
+        write(&args.dir.join("ca.pem"), &proxy.ca_pem())?;
+        write(&args.dir.join("proxy-url"), &proxy.proxy_url())?;
+        let placeholder = proxy.placeholders().get(SECRET).unwrap_or_default();
+        write(&args.dir.join("placeholder"), placeholder)?;
+        crate::child::announce_ready(proxy.local_addr())?;
+        crate::child::stdin_closed().await;
+        proxy
+            .shutdown()
+            .await
+            .map_err(|e| BenchError::peer("sluice", format!("shutdown: {e}")))
+    })
+}
+
+fn write(path: &Path, text: &str) -> Result<(), BenchError> {
+    std::fs::File::create(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(BenchError::file(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_declarations_load_cleanly() {
+        for mode in [Mode::Full, Mode::Bare, Mode::Passthrough] {
+            let yaml = mode.declaration();
+            match Policy::parse(&yaml, "bench.yaml") {
+                Ok(loaded) => assert!(
+                    loaded.warnings.is_empty(),
+                    "{yaml}\nwarnings: {:?}",
+                    loaded
+                        .warnings
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                ),
+                Err(d) => panic!(
+                    "{yaml}\n{:?}",
+                    d.0.iter().map(ToString::to_string).collect::<Vec<_>>()
+                ),
+            }
+        }
+    }
+}
