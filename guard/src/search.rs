@@ -77,7 +77,9 @@ impl<'g, 'h> Matches<'g, 'h> {
             fallback_min,
             next_probe: 0,
             current: None,
-            done: false,
+            // A guard with no secret matches nothing: skip the walk entirely (with no
+            // pattern there is no prefilter, and the automaton would visit every byte).
+            done: automaton.patterns_len() == 0,
             #[cfg(test)]
             fell_back: false,
         }
