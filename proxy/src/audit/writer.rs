@@ -397,6 +397,9 @@ struct Writer {
     counts: Counts,
 }
 
+/// How long the writer lets records gather after waking for the first of a burst.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
+
 impl Writer {
     /// Stamps `seq`, `run_id` and `prev` on the line, writes it and advances the chain.
     fn write(&mut self, mut line: Line) -> io::Result<()> {
@@ -417,7 +420,17 @@ impl Writer {
         let mut dirty_since: Option<Instant> = None;
         loop {
             let received = match dirty_since {
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                None => {
+                    let first = rx.recv().map_err(|_| RecvTimeoutError::Disconnected);
+                    // Let a burst gather behind the first record, so that a busy proxy wakes
+                    // this thread once per batch rather than once per event (the queued
+                    // records are then taken without waiting). Records are never delayed
+                    // past FLUSH_INTERVAL by this; `record` itself never waits.
+                    if first.is_ok() {
+                        std::thread::sleep(BATCH_WINDOW);
+                    }
+                    first
+                }
                 Some(since) => {
                     let wait = FLUSH_INTERVAL.saturating_sub(since.elapsed());
                     if wait.is_zero() {
