@@ -150,8 +150,12 @@ fn output_is_redacted_and_exit_status_and_argv_pass_through() {
     let out = sluice_run(dir.path(), &[], &["sh", "-c", "kill -TERM $$"]);
     assert_eq!(out.status.code(), Some(143));
     // argv is passed verbatim: no expansion, no splitting.
-    let out = sluice_run(dir.path(), &[], &["printf", "%s|", "$HOME", "a b", "*"]);
-    assert_eq!(text(&out.stdout), "$HOME|a b|*|");
+    let out = sluice_run(
+        dir.path(),
+        &[],
+        &["printf", "%s|", "$HOME", "${HOME}", "a b", "*"],
+    );
+    assert_eq!(text(&out.stdout), "$HOME|${HOME}|a b|*|");
     // A command that does not exist: sluice says so, with 125.
     let out = sluice_run(dir.path(), &[], &["/nonexistent/agent"]);
     assert_eq!(out.status.code(), Some(125));
@@ -212,4 +216,60 @@ async fn curl_in_the_child_reaches_the_upstream_with_the_value_swapped_in() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn a_refused_launch_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), TOKEN).unwrap();
+    // An egress grant whose only host is passthrough cannot be served.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        format!(
+            "version: 1\nsecrets:\n  api_token:\n    from: {{ file: {}/token }}\n    hosts: [pinned.test]\n    sinks: [egress]\negress:\n  passthrough: [pinned.test]\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let marker = dir.path().join("started");
+    let out = Command::new(sluice_bin())
+        .arg("run")
+        .arg("--policy")
+        .arg(&bad)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("api_token") && stderr.contains("passthrough"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN));
+    assert!(
+        !marker.exists(),
+        "the command ran although the launch was refused"
+    );
+    // A secret that cannot be read stops the launch too.
+    std::fs::remove_file(dir.path().join("token")).unwrap();
+    let good = policy(dir.path());
+    std::fs::remove_file(dir.path().join("token")).unwrap();
+    let out = Command::new(sluice_bin())
+        .args(["run", "--policy"])
+        .arg(&good)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("api_token"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!marker.exists());
 }
