@@ -126,6 +126,8 @@ async fn try_forward(
         }
         Mode::Plain => {}
     }
+    // Heads over the limit are refused whole, whatever the parser let through.
+    headers::check_head_size(&parts.uri, &parts.headers, shared.limits.max_header_bytes)?;
     // Framing two parsers could read two ways is refused, never repaired.
     headers::check_framing(&parts.headers)?;
     // An upgrade (WebSocket) is noted before its hop-by-hop headers go.

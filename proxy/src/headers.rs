@@ -56,6 +56,21 @@ pub fn upgrade_protocol(version: &http::Version, headers: &HeaderMap) -> Option<
     }
 }
 
+/// Refuses a request head (target and headers) larger than `limit` bytes. hyper bounds
+/// its read buffer, which usually stops such a head first; this is the exact bound.
+pub fn check_head_size(uri: &http::Uri, headers: &HeaderMap, limit: usize) -> Result<(), Refusal> {
+    let size = uri.to_string().len()
+        + headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 4)
+            .sum::<usize>();
+    if size > limit {
+        Err(Refusal::head_too_large(size, limit))
+    } else {
+        Ok(())
+    }
+}
+
 /// Refuses framing that could be read two ways: `Content-Length` together with
 /// `Transfer-Encoding`, or several `Content-Length` values.
 pub fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
@@ -113,5 +128,18 @@ mod tests {
         let mut one = HeaderMap::new();
         one.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
         assert!(check_framing(&one).is_ok());
+    }
+
+    #[test]
+    fn heads_over_the_limit_are_refused() {
+        let uri: http::Uri = "/path".parse().unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("x-big", HeaderValue::from_str(&"a".repeat(1000)).unwrap());
+        assert!(check_head_size(&uri, &headers, 2000).is_ok());
+        let refused = check_head_size(&uri, &headers, 1000).unwrap_err();
+        assert_eq!(
+            refused.status,
+            http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        );
     }
 }

@@ -99,6 +99,13 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
         return Refusal::unavailable("sluice's audit log failed; refusing to proxy")
             .into_response();
     }
+    if let Err(refusal) = crate::headers::check_head_size(
+        request.uri(),
+        request.headers(),
+        shared.limits.max_header_bytes,
+    ) {
+        return refusal.into_response();
+    }
     // Every request on the connection is authorised, not just the first.
     if !shared.credentials.is_authorized(request.headers()) {
         let host = request.uri().authority().map(|a| a.host().to_owned());

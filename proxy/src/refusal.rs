@@ -132,6 +132,16 @@ impl Refusal {
         refusal
     }
 
+    /// `431`: the request head is larger than the limit.
+    pub fn head_too_large(size: usize, limit: usize) -> Self {
+        Self::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request-head-too-large",
+            format!("the request head is {size} bytes, over sluice's limit of {limit}"),
+            Fault::Client,
+        )
+    }
+
     /// `413`: a body that must be buffered to be rewritten is larger than the bound.
     pub fn too_large(limit: usize) -> Self {
         Self::new(
