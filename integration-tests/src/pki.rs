@@ -40,8 +40,19 @@ impl TestPki {
 
     /// A rustls server configuration for `names`, offering `alpn`.
     pub fn server_config(&self, names: &[&str], alpn: &[&[u8]]) -> Arc<ServerConfig> {
+        self.server_config_with(names, alpn, |_| {})
+    }
+
+    /// As [`TestPki::server_config`], letting the test bend the leaf (expired, wrong usage).
+    pub fn server_config_with(
+        &self,
+        names: &[&str],
+        alpn: &[&[u8]],
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) -> Arc<ServerConfig> {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let params = CertificateParams::new(names).expect("leaf params");
+        let mut params = CertificateParams::new(names).expect("leaf params");
+        adjust(&mut params);
         let key = KeyPair::generate().expect("leaf key");
         let cert = params.signed_by(&key, &self.issuer).expect("sign leaf");
         let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));

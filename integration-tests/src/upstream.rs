@@ -54,7 +54,11 @@ pub struct RecordingUpstream {
 impl RecordingUpstream {
     /// Starts an upstream serving `names` with a certificate from `pki`, offering `alpn`.
     pub async fn start(pki: &TestPki, names: &[&str], alpn: &[&[u8]]) -> Self {
-        let config = pki.server_config(names, alpn);
+        Self::start_with_config(pki.server_config(names, alpn)).await
+    }
+
+    /// Starts an upstream with a server configuration of the test's making.
+    pub async fn start_with_config(config: Arc<rustls::ServerConfig>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind upstream");

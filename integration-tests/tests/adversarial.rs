@@ -178,3 +178,120 @@ async fn a_second_http2_stream_cannot_move_to_another_granted_host() {
     assert!(upstream.records().iter().all(|r| r.uri.path() == "/one"));
     proxy.stop().await;
 }
+
+/// Upstream certificates that must not verify: the request never leaves, the client gets
+/// 502 with `upstream-tls`, and the audit log records it.
+#[tokio::test]
+async fn bad_upstream_certificates_get_502_and_the_secret_is_never_sent() {
+    let pki = TestPki::new();
+    let expired = pki.server_config_with(&["api.test"], &[b"http/1.1"], |params| {
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    });
+    let wrong_host = pki.server_config(&["elsewhere.test"], &[b"http/1.1"]);
+    let wrong_usage = pki.server_config_with(&["api.test"], &[b"http/1.1"], |params| {
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    });
+    let self_signed = {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["api.test".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let mut config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        std::sync::Arc::new(config)
+    };
+    for (what, config) in [
+        ("expired", expired),
+        ("wrong host", wrong_host),
+        ("client-auth only", wrong_usage),
+        ("self-signed", self_signed),
+    ] {
+        let upstream = RecordingUpstream::start_with_config(config).await;
+        let proxy = TestProxy::start(POLICY, &pki, HOSTS).await;
+        let ph = proxy
+            .proxy
+            .placeholders()
+            .get("api_token")
+            .unwrap()
+            .to_owned();
+        let url = format!("https://api.test:{}/", upstream.port());
+        let proxy_url = proxy.url();
+        let ca = proxy.ca_path();
+        let auth = format!("Authorization: Bearer {ph}");
+        let out = tokio::task::spawn_blocking(move || {
+            sluice_integration_tests::Curl::new(&proxy_url, &ca)
+                .args(["-i", "-H", auth.as_str()])
+                .get(&url)
+        })
+        .await
+        .unwrap();
+        assert_eq!(out.status, 502, "{what}: {out:?}");
+        assert!(
+            out.body.contains("sluice-error: upstream-tls"),
+            "{what}: {}",
+            out.body
+        );
+        assert!(
+            upstream.records().is_empty(),
+            "{what}: a request reached the upstream"
+        );
+        let audit = proxy.stop().await.join("\n");
+        assert!(audit.contains("upstream-tls"), "{what}: not audited");
+        assert!(!audit.contains("adv-REAL-value"), "{what}");
+    }
+}
+
+/// Garbage where a ClientHello should be, and a ClientHello cut short: the tunnel is
+/// closed, and the proxy keeps serving.
+#[tokio::test]
+async fn garbage_client_hellos_close_the_tunnel_and_the_service_stays_up() {
+    let (_pki, upstream, proxy) = setup().await;
+    let authority = format!("api.test:{}", upstream.port());
+    let garbage: [&[u8]; 4] = [
+        b"GET / HTTP/1.1\r\nHost: api.test\r\n\r\n",
+        &[0x16, 0x03, 0x01, 0xff, 0xff, 0x01, 0x00],
+        &[0x16, 0x03, 0x03, 0x00, 0x05, 0x01, 0x00, 0x00, 0x01, 0x00],
+        &[0u8; 4096],
+    ];
+    for bytes in garbage {
+        let mut tcp = client::connect(
+            proxy.addr(),
+            &authority,
+            Some(&client::basic_auth(&proxy.url())),
+        )
+        .await
+        .expect("CONNECT");
+        let _ = tcp.write_all(bytes).await;
+        let mut sink = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(15), tcp.read_to_end(&mut sink)).await;
+        assert!(read.is_ok(), "a garbage ClientHello held the tunnel open");
+    }
+    // Still serving.
+    let mut tunnel = TunnelClient::open(
+        proxy.addr(),
+        &proxy.url(),
+        &authority,
+        "api.test",
+        &proxy.ca_path(),
+        &[b"http/1.1"],
+    )
+    .await
+    .expect("tunnel after abuse");
+    let mut request = http::Request::get("/ok")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("host", authority.parse().unwrap());
+    assert_eq!(tunnel.send(request).await.unwrap().status(), 200);
+    assert_eq!(upstream.connections(), 1);
+    proxy.stop().await;
+}
