@@ -22,7 +22,7 @@ use crate::body::{self, Body};
 use crate::forward;
 use crate::listen::ConnSlot;
 use crate::refusal::Refusal;
-use crate::rewrite::request::check_authority;
+use crate::rewrite::request::{PlanCache, check_authority};
 use crate::server::Shared;
 
 /// Handles one CONNECT request.
@@ -137,12 +137,17 @@ where
         }
     };
     let target = Arc::new(target);
+    // Every request on this tunnel has the same target, so the same plans.
+    let plans = Arc::new(PlanCache::default());
     let service = {
         let shared = shared.clone();
         service_fn(move |request| {
             let shared = shared.clone();
             let target = target.clone();
-            async move { Ok::<_, Infallible>(forward::intercepted(request, &target, &shared).await) }
+            let plans = plans.clone();
+            async move {
+                Ok::<_, Infallible>(forward::intercepted(request, &target, &plans, &shared).await)
+            }
         })
     };
     let io = TokioIo::new(tls);

@@ -21,7 +21,7 @@ use crate::body::{self, Body};
 use crate::headers;
 use crate::refusal::Refusal;
 use crate::rewrite::codec::{self, Decoder, Encoder};
-use crate::rewrite::request::{Outbound, Place, check_authority};
+use crate::rewrite::request::{Outbound, Place, PlanCache, check_authority};
 use crate::rewrite::response;
 use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
 use crate::server::Shared;
@@ -31,11 +31,13 @@ use crate::upstream::{SendError, UpstreamError};
 pub async fn intercepted(
     request: Request<Incoming>,
     target: &Target,
+    plans: &PlanCache,
     shared: &Arc<Shared>,
 ) -> Response<Body> {
     let (parts, incoming) = request.into_parts();
     let log = Exchange::new(shared, target, &parts);
-    match try_forward(parts, incoming, target, shared, Mode::Intercepted, &log).await {
+    let mode = Mode::Intercepted(plans);
+    match try_forward(parts, incoming, target, shared, mode, &log).await {
         Ok(response) => response,
         Err(refusal) => {
             let refusal = refusal.redacted(&shared.guard);
@@ -73,10 +75,10 @@ pub async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<
     }
 }
 
-/// Whether the request came through a TLS tunnel or in the clear.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Intercepted,
+/// Whether the request came through a TLS tunnel (with the tunnel's plans) or in the clear.
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    Intercepted(&'a PlanCache),
     Plain,
 }
 
@@ -109,7 +111,7 @@ async fn try_forward(
     incoming: Incoming,
     target: &Target,
     shared: &Arc<Shared>,
-    mode: Mode,
+    mode: Mode<'_>,
     log: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
     // Fail closed: without a working audit log, nothing is proxied.
@@ -120,7 +122,7 @@ async fn try_forward(
     }
     // Grants were decided for the target host: a request naming another goes nowhere.
     match mode {
-        Mode::Intercepted => authority::check(&parts.uri, &parts.headers, target)?,
+        Mode::Intercepted(_) => authority::check(&parts.uri, &parts.headers, target)?,
         Mode::Plain if parts.headers.contains_key(HOST) => {
             authority::check(&Uri::from_static("/"), &parts.headers, target)?
         }
@@ -132,7 +134,7 @@ async fn try_forward(
     headers::check_framing(&parts.headers)?;
     // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
     let upgrade = match mode {
-        Mode::Intercepted => headers::upgrade_protocol(&parts.version, &parts.headers),
+        Mode::Intercepted(_) => headers::upgrade_protocol(&parts.version, &parts.headers),
         Mode::Plain => None,
     };
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
@@ -140,7 +142,9 @@ async fn try_forward(
     parts.headers.remove(HOST);
     // The scan: swap where granted, refuse everything else. Plain HTTP is never swapped.
     let outbound = match mode {
-        Mode::Intercepted => Outbound::new(&shared.guard, &shared.policy, target),
+        Mode::Intercepted(plans) => {
+            Outbound::new(&shared.guard, &shared.policy, target).with_cache(plans)
+        }
         Mode::Plain => Outbound::plain(&shared.guard, &shared.policy, target),
     };
     for swapped in outbound.rewrite_head(&mut parts)? {
@@ -158,7 +162,7 @@ async fn try_forward(
             .insert(ACCEPT_ENCODING, codec::accept_encoding());
     }
     let scheme = match mode {
-        Mode::Intercepted => Scheme::HTTPS,
+        Mode::Intercepted(_) => Scheme::HTTPS,
         Mode::Plain => Scheme::HTTP,
     };
     parts.headers.insert(HOST, host_header(target, &scheme)?);

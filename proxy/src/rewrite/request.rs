@@ -74,6 +74,30 @@ pub struct Swapped {
     pub tally: Tally,
 }
 
+/// Plans already decided for one tunnel, by place: a tunnel has one target, so each place's
+/// plan is the same for every request on it and is asked of the grant decision once.
+/// Bounded, since header names come from the client.
+#[derive(Default)]
+pub struct PlanCache(std::sync::Mutex<std::collections::HashMap<String, Plan>>);
+
+impl PlanCache {
+    /// The most places remembered; past it the cache starts over.
+    const CAPACITY: usize = 256;
+
+    fn get_or_insert(&self, key: String, make: impl FnOnce() -> Plan) -> Plan {
+        let mut plans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(plan) = plans.get(&key) {
+            return plan.clone();
+        }
+        let plan = make();
+        if plans.len() >= Self::CAPACITY {
+            plans.clear();
+        }
+        plans.insert(key, plan.clone());
+        plan
+    }
+}
+
 /// The outbound scan for one target host: the guard, the grants, and whether the host is
 /// `egress.verbatim`.
 pub struct Outbound<'a> {
@@ -84,6 +108,8 @@ pub struct Outbound<'a> {
     /// A plain `http://` request: nothing is ever swapped into it, and no value may leave in
     /// it, whatever the grants say.
     plain: bool,
+    /// The tunnel's plans, when there is a tunnel.
+    cache: Option<&'a PlanCache>,
 }
 
 impl<'a> Outbound<'a> {
@@ -96,6 +122,15 @@ impl<'a> Outbound<'a> {
             target,
             verbatim,
             plain: false,
+            cache: None,
+        }
+    }
+
+    /// Remembers plans in `cache` (one per tunnel) instead of deciding them per request.
+    pub fn with_cache(self, cache: &'a PlanCache) -> Self {
+        Self {
+            cache: Some(cache),
+            ..self
         }
     }
 
@@ -108,8 +143,16 @@ impl<'a> Outbound<'a> {
         }
     }
 
-    /// The plan for one place: asks the grant decision once per secret.
+    /// The plan for one place: asks the grant decision once per secret (once per tunnel,
+    /// with a cache).
     pub fn plan(&self, place: &Place) -> Plan {
+        match self.cache {
+            Some(cache) => cache.get_or_insert(place.label(), || self.decide(place)),
+            None => self.decide(place),
+        }
+    }
+
+    fn decide(&self, place: &Place) -> Plan {
         if self.plain {
             let mut plan = Plan::refuse_all(self.guard);
             if self.verbatim {
@@ -349,5 +392,28 @@ fn replace_nth(headers: &mut http::HeaderMap, name: &HeaderName, index: usize, v
     headers.remove(name);
     for v in values {
         headers.append(name.clone(), v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_cache_decides_once_and_stays_bounded() {
+        let guard = Guard::builder().build().unwrap();
+        let cache = PlanCache::default();
+        let mut made = 0;
+        for _ in 0..3 {
+            cache.get_or_insert("query".into(), || {
+                made += 1;
+                Plan::refuse_all(&guard)
+            });
+        }
+        assert_eq!(made, 1, "a cached place is decided once");
+        for i in 0..(PlanCache::CAPACITY * 2) {
+            cache.get_or_insert(format!("header:x-{i}"), || Plan::refuse_all(&guard));
+        }
+        assert!(cache.0.lock().unwrap().len() <= PlanCache::CAPACITY);
     }
 }
