@@ -476,3 +476,28 @@ async fn oversized_heads_get_431_and_slow_heads_are_cut_off() {
     }
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_run_without_secrets_passes_bodies_as_they_came() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"http/1.1"]).await;
+    let policy = "version: 1\negress:\n  allow: [\"api.test\"]\n  allow_ips: [\"127.0.0.1/32\"]\n";
+    let proxy = TestProxy::start(policy, &pki, HOSTS).await;
+    let out = curl(
+        &proxy,
+        &["-i", "--data-binary", "plain words"],
+        format!("https://api.test:{}/echo/gzip", upstream.port()),
+    )
+    .await;
+    assert_eq!(out.status, 200, "{out:?}");
+    // Still compressed: nothing to redact, so nothing decoded.
+    assert!(
+        out.body
+            .to_ascii_lowercase()
+            .contains("content-encoding: gzip"),
+        "{}",
+        out.body
+    );
+    assert_eq!(upstream.records()[0].body, "plain words".as_bytes());
+    proxy.stop().await;
+}
