@@ -501,3 +501,29 @@ async fn a_run_without_secrets_passes_bodies_as_they_came() {
     assert_eq!(upstream.records()[0].body, "plain words".as_bytes());
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_non_proxy_request_gets_400_and_is_audited() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_pki, _upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let mut tcp = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    let head = format!(
+        "GET /index.html HTTP/1.1\r\nHost: somewhere\r\nProxy-Authorization: {}\r\nConnection: close\r\n\r\n",
+        client::basic_auth(&proxy.url())
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("sluice-error: bad-request")
+    );
+    let audit = proxy.stop().await;
+    assert!(
+        audit
+            .iter()
+            .any(|l| is_event(l, "refuse") && l.contains("bad-request"))
+    );
+}

@@ -104,6 +104,11 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
         request.headers(),
         shared.limits.max_header_bytes,
     ) {
+        shared.record(
+            Event::new(EventKind::Refuse)
+                .method(request.method().as_str())
+                .reason(refusal.code),
+        );
         return refusal.into_response();
     }
     // Every request on the connection is authorised, not just the first.
@@ -122,8 +127,14 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
     if request.uri().scheme().is_some() {
         return forward::plain(request, shared).await;
     }
-    Refusal::bad_request(
+    let refusal = Refusal::bad_request(
         "sluice is a forward proxy: send CONNECT host:port, or an absolute-form http:// request",
-    )
-    .into_response()
+    );
+    shared.record(
+        Event::new(EventKind::Refuse)
+            .method(request.method().as_str())
+            .path(request.uri().path())
+            .reason(refusal.code),
+    );
+    refusal.into_response()
 }
