@@ -545,3 +545,70 @@ async fn a_compressed_request_body_is_decoded_swapped_and_re_encoded() {
     );
     world.proxy.stop().await;
 }
+
+/// A body with request trailers, for the one test that needs them.
+struct WithTrailers(Option<bytes::Bytes>, Option<http::HeaderMap>);
+
+impl http_body::Body for WithTrailers {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let frame = match self.0.take() {
+            Some(data) => Some(http_body::Frame::data(data)),
+            None => self.1.take().map(http_body::Frame::trailers),
+        };
+        std::task::Poll::Ready(frame.map(Ok))
+    }
+}
+
+#[tokio::test]
+async fn a_placeholder_in_request_trailers_is_never_swapped() {
+    let world = World::new().await;
+    let bk = world.placeholder("body_key");
+    let authority = format!("api.test:{}", world.upstream.port());
+    let tls = client::tls_tunnel(
+        world.proxy.addr(),
+        &world.proxy.url(),
+        &authority,
+        "api.test",
+        &world.proxy.ca_path(),
+        &[b"h2"],
+    )
+    .await
+    .expect("tunnel");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .expect("h2");
+    tokio::spawn(conn);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-sig", bk.parse().unwrap());
+    let request = http::Request::post(format!("https://{authority}/trailers"))
+        .body(WithTrailers(
+            Some(bytes::Bytes::from_static(b"data")),
+            Some(trailers),
+        ))
+        .unwrap();
+    let response = send.send_request(request).await.expect("sluice answers");
+    // body_key grants the body, not trailers: the request is stopped, never completed (the
+    // recording upstream keeps an aborted body as empty).
+    assert_eq!(
+        response.status(),
+        403,
+        "a placeholder in a trailer went through"
+    );
+    let records = world.upstream.records();
+    assert!(
+        records
+            .iter()
+            .all(|r| r.uri.path() != "/trailers" || r.body.is_empty()),
+        "the upstream received the request whole: {records:?}"
+    );
+    world.proxy.stop().await;
+}

@@ -270,7 +270,9 @@ async fn outbound_body(
         }
     };
     let mut streamed =
-        RewriteBody::new(body::incoming(incoming), shared.guard.clone(), plan, report);
+        RewriteBody::new(body::incoming(incoming), shared.guard.clone(), plan, report)
+            // Trailers are no grantable place: nothing is swapped into them.
+            .with_trailer_plan(outbound.plan(&Place::Trailers));
     if !codings.is_empty() {
         let limit = shared.limits.max_decoded_body;
         let decoder = Decoder::new(&codings, limit)

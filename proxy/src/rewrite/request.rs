@@ -35,8 +35,9 @@ pub enum Place {
     Header(HeaderName),
     /// The body.
     Body,
-    /// A trailer's value: `trailer:<name>`.
-    Trailer(HeaderName),
+    /// The trailers: never a grantable place (a declaration grants header, query or body),
+    /// so placeholders there are refused (kept on a verbatim host), as in the path.
+    Trailers,
 }
 
 impl Place {
@@ -46,8 +47,8 @@ impl Place {
         match self {
             Self::Query => Some(Location::Query),
             Self::Body => Some(Location::Body),
-            Self::Header(name) | Self::Trailer(name) => Some(Location::Header(name.to_string())),
-            Self::Method | Self::Path | Self::HeaderName => None,
+            Self::Header(name) => Some(Location::Header(name.to_string())),
+            Self::Method | Self::Path | Self::HeaderName | Self::Trailers => None,
         }
     }
 
@@ -60,7 +61,7 @@ impl Place {
             Self::HeaderName => "header-name".into(),
             Self::Header(name) => format!("header:{name}"),
             Self::Body => "body".into(),
-            Self::Trailer(name) => format!("trailer:{name}"),
+            Self::Trailers => "trailers".into(),
         }
     }
 }
