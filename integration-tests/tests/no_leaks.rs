@@ -10,6 +10,8 @@ use base64::engine::general_purpose::STANDARD;
 use sluice_integration_tests::{Curl, RecordingUpstream, TestPki, TestProxy};
 
 const TOKEN: &str = "leak-REAL-value-31415926535";
+/// A value that is a valid lowercase DNS label, so it survives host-name normalisation.
+const LOWER: &str = "leak-lower-value-27182818284";
 
 const POLICY: &str = r#"
 version: 1
@@ -19,6 +21,10 @@ secrets:
     hosts: ["api.test"]
     sinks: [egress]
     in: [header, query, body]
+  lower_token:
+    value: "leak-lower-value-27182818284"
+    hosts: ["api.test"]
+    sinks: [egress]
 egress:
   allow: ["other.test"]
   verbatim: ["model.test"]
@@ -136,6 +142,18 @@ async fn no_value_in_any_log_line_audit_event_or_error_body() {
         bodies.push_str(&out.body);
         bodies.push_str(&out.stderr);
     }
+    // A value spelled into the TLS SNI inside a tunnel to a granted host: the handshake is
+    // refused, and neither the log nor the audit line about it may spell the value.
+    let refused = sluice_integration_tests::client::TunnelClient::open(
+        proxy.addr(),
+        &proxy.url(),
+        &format!("api.test:{port}"),
+        &format!("{LOWER}.test"),
+        &proxy.ca_path(),
+        &[b"http/1.1"],
+    )
+    .await;
+    assert!(refused.is_err(), "a foreign SNI was accepted");
     let audit = proxy.stop().await.join("\n");
     let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
     assert!(
@@ -144,7 +162,12 @@ async fn no_value_in_any_log_line_audit_event_or_error_body() {
     );
     // A value the client lowercases itself in a host name is not recognised (the guard
     // matches exact bytes; docs/threat-model.md says so); the exact value is.
-    let forms = [TOKEN.to_owned(), STANDARD.encode(TOKEN), hex::encode(TOKEN)];
+    let forms = [
+        TOKEN.to_owned(),
+        STANDARD.encode(TOKEN),
+        hex::encode(TOKEN),
+        LOWER.to_owned(),
+    ];
     assert!(
         audit.matches("\"location\":\"host\"").count() >= 2,
         "values in host names were not refused as such: {audit}"

@@ -126,12 +126,15 @@ where
     let (tls, is_h2) = match shared.terminator.accept(io, &target).await {
         Ok(accepted) => accepted,
         Err(refused) => {
-            tracing::info!(target = %target, error = %refused, "client TLS handshake refused");
+            // The reason quotes the client's SNI, which is the client's to spell: it goes
+            // through the guard before it is logged anywhere.
+            let why = shared.guard.redact_str(&refused.to_string());
+            tracing::info!(target = %target, error = %why, "client TLS handshake refused");
             shared.record(
                 Event::new(EventKind::Deny)
                     .host(target.authority())
                     .method("CONNECT")
-                    .reason(format!("tls-handshake-refused: {refused}")),
+                    .reason(format!("tls-handshake-refused: {why}")),
             );
             return;
         }
