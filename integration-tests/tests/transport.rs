@@ -527,3 +527,33 @@ async fn a_non_proxy_request_gets_400_and_is_audited() {
             .any(|l| is_event(l, "refuse") && l.contains("bad-request"))
     );
 }
+
+#[tokio::test]
+async fn an_upgrade_request_body_is_scanned_before_anything_leaves() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    // other.test is reachable but api_token is not granted there: its value may not go.
+    let authority = format!("other.test:{}", upstream.port());
+    let mut tunnel = TunnelClient::open(
+        proxy.addr(),
+        &proxy.url(),
+        &authority,
+        "other.test",
+        &proxy.ca_path(),
+        &[b"http/1.1"],
+    )
+    .await
+    .expect("tunnel");
+    let request = Request::get("/ws")
+        .header("host", authority.as_str())
+        .header("connection", "Upgrade")
+        .header("upgrade", "websocket")
+        .body(Full::new(Bytes::from_static(
+            b"smuggle test-token-value-0001 out",
+        )))
+        .unwrap();
+    let response = tunnel.send(request).await.expect("response");
+    assert_eq!(response.status(), 403);
+    assert!(upstream.records().is_empty(), "the upgrade handshake left");
+    assert_eq!(upstream.connections(), 0);
+    proxy.stop().await;
+}

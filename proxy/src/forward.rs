@@ -150,11 +150,21 @@ async fn try_forward(
     for swapped in outbound.rewrite_head(&mut parts)? {
         log.record_tally(&swapped.place.label(), &swapped.tally);
     }
-    if let Some(protocol) = upgrade {
-        return upgrade_exchange(parts, incoming, protocol, target, shared, log).await;
-    }
     let stopped = StoppedBody::default();
-    let body = outbound_body(&outbound, &mut parts, incoming, shared, log, &stopped).await?;
+    // An upgrade's body is scanned whole before its handshake leaves: once the upstream
+    // answers 101 the connection is joined, and a refusal could no longer stop it.
+    let buffering = if upgrade.is_some() {
+        Buffering::Always
+    } else {
+        Buffering::WhenLengthChanges
+    };
+    let body = outbound_body(
+        &outbound, &mut parts, incoming, shared, log, &stopped, buffering,
+    )
+    .await?;
+    if let Some(protocol) = upgrade {
+        return upgrade_exchange(parts, body, protocol, target, shared, log).await;
+    }
     // Responses must come back in a coding sluice can decode, to be scanned.
     if parts.headers.contains_key(ACCEPT_ENCODING) {
         parts
@@ -182,9 +192,18 @@ async fn try_forward(
     downstream(response, is_head, shared, log)
 }
 
-/// The request body on its way out: scanned as it streams, or, when a swap may change its
-/// length and `Content-Length` must be recomputed (or its coding re-encoded), buffered up to
-/// the bound and rewritten whole.
+/// When a request body is buffered and rewritten whole rather than streamed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Buffering {
+    /// When a swap may change its length and `Content-Length` must be recomputed (or its
+    /// coding re-encoded).
+    WhenLengthChanges,
+    /// Always (an upgrade's body, which must be refused before the handshake leaves).
+    Always,
+}
+
+/// The request body on its way out: scanned as it streams, or buffered up to the bound and
+/// rewritten whole (see [`Buffering`]).
 async fn outbound_body(
     outbound: &Outbound<'_>,
     parts: &mut Parts,
@@ -192,6 +211,7 @@ async fn outbound_body(
     shared: &Arc<Shared>,
     log: &Exchange,
     stopped: &StoppedBody,
+    buffering: Buffering,
 ) -> Result<Body, Refusal> {
     // A run with no secret has nothing to find: the body passes as it came.
     if shared.guard.is_empty() {
@@ -208,16 +228,19 @@ async fn outbound_body(
             .guard
             .ids()
             .any(|id| plan.on_placeholder(id) == OnPlaceholder::Swap);
-    if may_change && parts.headers.contains_key(CONTENT_LENGTH) {
+    let has_length = parts.headers.contains_key(CONTENT_LENGTH);
+    if buffering == Buffering::Always || (may_change && has_length) {
         let limit = shared.limits.max_buffered_body;
-        let declared = parts
-            .headers
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .ok_or_else(|| Refusal::bad_request("Content-Length is not a number"))?;
-        if declared > limit as u64 {
-            return Err(Refusal::too_large(limit));
+        if has_length {
+            let declared = parts
+                .headers
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| Refusal::bad_request("Content-Length is not a number"))?;
+            if declared > limit as u64 {
+                return Err(Refusal::too_large(limit));
+            }
         }
         let collected = http_body_util::Limited::new(incoming, limit)
             .collect()
@@ -252,9 +275,12 @@ async fn outbound_body(
                 .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
             bytes = zeroize::Zeroizing::new(encoded);
         }
-        parts
-            .headers
-            .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+        // A bodiless request (a GET handshake) stays without a length.
+        if has_length || !bytes.is_empty() {
+            parts
+                .headers
+                .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+        }
         return Ok(body::full(bytes::Bytes::from(std::mem::take(&mut *bytes))));
     }
     // Streamed: a refusal mid-body aborts the upstream request before the match leaves, and
@@ -289,7 +315,7 @@ async fn outbound_body(
 /// handshake are not inspected (docs/threat-model.md).
 async fn upgrade_exchange(
     mut parts: Parts,
-    incoming: Incoming,
+    body: Body,
     protocol: HeaderValue,
     target: &Target,
     shared: &Arc<Shared>,
@@ -322,7 +348,7 @@ async fn upgrade_exchange(
         .connect_http1(&target.host, target.port)
         .await
         .map_err(|e| dial_refusal(&e))?;
-    let request = Request::from_parts(parts, body::incoming(incoming));
+    let request = Request::from_parts(parts, body);
     let timeout = shared.upstream_timeouts.response;
     let mut response = match tokio::time::timeout(timeout, send.send_request(request)).await {
         Err(_) => {
