@@ -43,11 +43,11 @@ pub async fn handle(
             event = event.secret(secret.as_str()).location("host");
         }
         shared.record(event);
-        return refusal.into_response();
+        return refusal.into_response(&shared.guard);
     }
     let target = match Target::from_connect(request.uri()) {
         Ok(target) => target,
-        Err(refusal) => return refusal.redacted(&shared.guard).into_response(),
+        Err(refusal) => return refusal.into_response(&shared.guard),
     };
     match shared.policy.reach(&target.host, target.port) {
         Reach::Denied(denied) => {
@@ -58,7 +58,7 @@ pub async fn handle(
                     .method("CONNECT")
                     .reason(refusal.code),
             );
-            refusal.redacted(&shared.guard).into_response()
+            refusal.into_response(&shared.guard)
         }
         Reach::Passthrough => passthrough(request, target, shared, slot).await,
         Reach::Intercept => {
@@ -95,7 +95,7 @@ async fn passthrough(
                     .method("CONNECT")
                     .reason(refusal.code),
             );
-            return refusal.redacted(&shared.guard).into_response();
+            return refusal.into_response(&shared.guard);
         }
     };
     shared.record(

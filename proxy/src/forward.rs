@@ -40,9 +40,8 @@ pub async fn intercepted(
     match try_forward(parts, incoming, target, shared, mode, &log).await {
         Ok(response) => response,
         Err(refusal) => {
-            let refusal = refusal.redacted(&shared.guard);
             shared.record(log.refusal(&refusal));
-            refusal.into_response()
+            refusal.into_response(&shared.guard)
         }
     }
 }
@@ -61,16 +60,15 @@ pub async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<
             let mut event = Exchange::new(&shared, &raw, &parts).refusal(&refusal);
             event = event.host(raw.host.as_str());
             shared.record(event);
-            return refusal.redacted(&shared.guard).into_response();
+            return refusal.into_response(&shared.guard);
         }
     };
     let log = Exchange::new(&shared, &target, &parts);
     match try_forward(parts, incoming, &target, &shared, Mode::Plain, &log).await {
         Ok(response) => response,
         Err(refusal) => {
-            let refusal = refusal.redacted(&shared.guard);
             shared.record(log.refusal(&refusal));
-            refusal.into_response()
+            refusal.into_response(&shared.guard)
         }
     }
 }

@@ -97,7 +97,7 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
     // Fail closed: without a working audit log, nothing is proxied.
     if !shared.audit.is_healthy() {
         return Refusal::unavailable("sluice's audit log failed; refusing to proxy")
-            .into_response();
+            .into_response(&shared.guard);
     }
     if let Err(refusal) = crate::headers::check_head_size(
         request.uri(),
@@ -109,7 +109,7 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
                 .method(request.method().as_str())
                 .reason(refusal.code),
         );
-        return refusal.into_response();
+        return refusal.into_response(&shared.guard);
     }
     // Every request on the connection is authorised, not just the first.
     if !shared.credentials.is_authorized(request.headers()) {
@@ -119,7 +119,7 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
             event = event.host(host);
         }
         shared.record(event);
-        return Refusal::proxy_auth().into_response();
+        return Refusal::proxy_auth().into_response(&shared.guard);
     }
     if request.method() == Method::CONNECT {
         return connect::handle(request, shared, slot).await;
@@ -136,5 +136,5 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
             .path(request.uri().path())
             .reason(refusal.code),
     );
-    refusal.into_response()
+    refusal.into_response(&shared.guard)
 }

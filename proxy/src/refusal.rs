@@ -165,19 +165,17 @@ impl Refusal {
         }
     }
 
-    /// Passes the message through the guard: a refusal may quote text from a peer (an
-    /// upstream's coding name, an error), which could hold a value.
-    pub fn redacted(mut self, guard: &sluice_guard::Guard) -> Self {
-        if guard.is_match(self.message.as_bytes()) {
-            self.message = guard.redact_str(&self.message);
-        }
-        self
-    }
-
     /// The response sent to the client: the status, a `sluice-error` header and the one-line
-    /// reason as a plain-text body. The only place a refusal turns into bytes on the wire.
-    pub fn into_response(self) -> Response<Body> {
-        let mut line = self.message;
+    /// reason as a plain-text body. The only place a refusal turns into bytes on the wire, so
+    /// the one place its message passes through the guard: a reason may quote text the
+    /// client or an upstream chose (a host, a Host header, a coding name), which could spell
+    /// a value.
+    pub fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
+        let mut line = if guard.is_match(self.message.as_bytes()) {
+            guard.redact_str(&self.message)
+        } else {
+            self.message
+        };
         line.push('\n');
         let mut response = Response::new(body::full(Bytes::from(line)));
         *response.status_mut() = self.status;
@@ -200,17 +198,46 @@ impl Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt;
+    use sluice_guard::{Guard, Placeholder, SecretValue};
+
+    fn no_secrets() -> Guard {
+        Guard::builder().build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_message_quoting_a_value_is_redacted_on_the_wire() {
+        let mut builder = Guard::builder();
+        builder
+            .add(
+                "tok",
+                Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap(),
+                SecretValue::from("very-secret-value-42"),
+            )
+            .unwrap();
+        let guard = builder.build().unwrap();
+        let refusal = Refusal::misdirected("very-secret-value-42.test", "a.test:443");
+        let body = refusal
+            .into_response(&guard)
+            .into_body()
+            .collect()
+            .await
+            .unwrap();
+        let text = String::from_utf8(body.to_bytes().to_vec()).unwrap();
+        assert!(!text.contains("very-secret-value-42"), "{text}");
+        assert!(text.contains("SLUICE_TOK_0123456789abcdef.test"), "{text}");
+    }
 
     #[test]
     fn response_carries_code_header_and_one_line_body() {
-        let response = Refusal::misdirected("b.test", "a.test:443").into_response();
+        let response = Refusal::misdirected("b.test", "a.test:443").into_response(&no_secrets());
         assert_eq!(response.status(), StatusCode::MISDIRECTED_REQUEST);
         assert_eq!(response.headers()["sluice-error"], "misdirected-request");
     }
 
     #[test]
     fn proxy_auth_refusal_asks_for_basic() {
-        let response = Refusal::proxy_auth().into_response();
+        let response = Refusal::proxy_auth().into_response(&no_secrets());
         assert_eq!(response.status(), StatusCode::PROXY_AUTHENTICATION_REQUIRED);
         assert_eq!(
             response.headers()[header::PROXY_AUTHENTICATE],
