@@ -240,6 +240,13 @@ impl Guard {
         String::from_utf8_lossy(self.redact(input.as_bytes()).bytes()).into_owned()
     }
 
+    /// Whether [`Guard::rewrite_header_value`] could find anything in `value`: a match as it
+    /// stands, or `Basic` credentials to look inside. Cheap; lets a caller skip the rewrite
+    /// (and its allocation) for the headers that can hold nothing.
+    pub fn header_value_may_match(&self, value: &[u8]) -> bool {
+        self.is_match(value) || basic_token(value).is_some()
+    }
+
     /// Rewrites one header value under `plan`, looking inside `Basic` credentials too: the
     /// value is rewritten as it stands, then, when it reads `Basic <base64>`, the decoded
     /// credentials are rewritten and encoded again (git and pip put tokens there).

@@ -547,3 +547,21 @@ fn rewrite_into_appends_and_leaves_nothing_on_refusal() {
     assert_eq!(shown, format!("x {}", ph(&f, f.gh)).into_bytes());
     assert_eq!(tally.get(f.gh).redacted, 1);
 }
+
+#[test]
+fn a_header_value_may_match_when_it_holds_a_match_or_basic_credentials() {
+    let f = fixture();
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let hidden = format!("Basic {}", b64.encode(format!("git:{}", ph(&f, f.gh))));
+    assert!(
+        !f.guard.is_match(hidden.as_bytes()),
+        "hidden from a plain scan"
+    );
+    assert!(f.guard.header_value_may_match(hidden.as_bytes()));
+    assert!(
+        f.guard
+            .header_value_may_match(format!("Bearer {}", ph(&f, f.gh)).as_bytes())
+    );
+    assert!(!f.guard.header_value_may_match(b"Bearer nothing-here"));
+    assert!(!f.guard.header_value_may_match(b"text/html; charset=utf-8"));
+}
