@@ -347,7 +347,7 @@ async fn upgrade_exchange(
         .await
         .map_err(|e| dial_refusal(&e))?;
     let request = Request::from_parts(parts, body);
-    let timeout = shared.upstream_timeouts.response;
+    let timeout = shared.upstream.timeouts().response;
     let mut response = match tokio::time::timeout(timeout, send.send_request(request)).await {
         Err(_) => {
             return Err(Refusal::gateway_timeout(format!(
@@ -467,7 +467,7 @@ fn send_refusal(error: &SendError, shared: &Shared, target: &Target) -> Refusal 
         SendError::Dial(dial) => dial_refusal(dial),
         SendError::Timeout => Refusal::gateway_timeout(format!(
             "{target} did not answer within {}s",
-            shared.upstream_timeouts.response.as_secs()
+            shared.upstream.timeouts().response.as_secs()
         )),
         SendError::Http(why) => Refusal::bad_gateway(
             "upstream-failed",

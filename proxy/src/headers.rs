@@ -59,7 +59,9 @@ pub fn upgrade_protocol(version: &http::Version, headers: &HeaderMap) -> Option<
 /// Refuses a request head (target and headers) larger than `limit` bytes. hyper bounds
 /// its read buffer, which usually stops such a head first; this is the exact bound.
 pub fn check_head_size(uri: &http::Uri, headers: &HeaderMap, limit: usize) -> Result<(), Refusal> {
-    let size = uri.to_string().len()
+    let target = uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |p| p.as_str().len());
+    let size = target
         + headers
             .iter()
             .map(|(name, value)| name.as_str().len() + value.len() + 4)

@@ -99,13 +99,11 @@ impl PlanCache {
     }
 }
 
-/// The outbound scan for one target host: the guard, the grants, and whether the host is
-/// `egress.verbatim`.
+/// The outbound scan for one target host: the guard and the grants.
 pub struct Outbound<'a> {
     guard: &'a Guard,
     policy: &'a Policy,
     target: &'a Target,
-    verbatim: bool,
     /// A plain `http://` request: nothing is ever swapped into it, and no value may leave in
     /// it, whatever the grants say.
     plain: bool,
@@ -116,12 +114,10 @@ pub struct Outbound<'a> {
 impl<'a> Outbound<'a> {
     /// The scan of requests toward `target`.
     pub fn new(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
-        let verbatim = policy.is_verbatim(&target.host, target.port);
         Self {
             guard,
             policy,
             target,
-            verbatim,
             plain: false,
             cache: None,
         }
@@ -153,10 +149,13 @@ impl<'a> Outbound<'a> {
         }
     }
 
+    /// Asks the grant decision, once per secret; cached per tunnel by [`Outbound::plan`].
     fn decide(&self, place: &Place) -> Plan {
+        let (host, port) = (self.target.host.as_str(), self.target.port);
+        let verbatim = self.policy.is_verbatim(host, port);
         if self.plain {
             let mut plan = Plan::refuse_all(self.guard);
-            if self.verbatim {
+            if verbatim {
                 for id in self.guard.ids() {
                     plan.set(id, OnPlaceholder::Keep, OnValue::Refuse);
                 }
@@ -164,7 +163,6 @@ impl<'a> Outbound<'a> {
             return plan;
         }
         let location = place.location();
-        let (host, port) = (self.target.host.as_str(), self.target.port);
         let mut plan = Plan::refuse_all(self.guard);
         for id in self.guard.ids() {
             let name = self.guard.name(id);
@@ -177,7 +175,7 @@ impl<'a> Outbound<'a> {
                 .is_some_and(|loc| self.policy.may(name, Sink::Egress, host, port, loc).is_ok());
             let on_placeholder = if granted {
                 OnPlaceholder::Swap
-            } else if self.verbatim {
+            } else if verbatim {
                 OnPlaceholder::Keep
             } else {
                 OnPlaceholder::Refuse

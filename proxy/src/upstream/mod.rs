@@ -253,6 +253,11 @@ impl Upstream {
         Ok(send)
     }
 
+    /// The timeouts this leg was built with.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
     /// Resolves, checks and dials a raw TCP connection (passthrough tunnels).
     pub async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
         self.dialer.dial(host, port).await
