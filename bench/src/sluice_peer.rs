@@ -110,6 +110,7 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let mut config = ProxyConfig::new(loaded.policy, listen, args.dir.join("audit.jsonl"));
     config.upstream_ca = vec![args.upstream_ca.clone()];
+    config.workers = sluice_proxy::default_workers();
     config.resolve = vec![(UPSTREAM_HOST.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST))];
     // The runtime `sluice serve` builds: multi-threaded, one worker per core.
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -73,8 +73,9 @@ async fn curl_reaches_a_granted_host_over_http1_and_http2() {
         assert!(!record.headers.contains_key("proxy-authorization"));
         assert_eq!(record.uri.path(), "/hello");
     }
-    // The upstream offers h2: sluice speaks h2 to it whatever the client spoke.
-    assert!(records.iter().all(|r| r.version == http::Version::HTTP_2));
+    // The upstream offers h2, but sluice speaks to it what the client spoke to sluice.
+    let versions: Vec<_> = records.iter().map(|r| r.version).collect();
+    assert_eq!(versions, [http::Version::HTTP_11, http::Version::HTTP_2]);
     let audit = proxy.stop().await;
     assert!(audit.first().is_some_and(|l| is_event(l, "start")));
     assert!(audit.last().is_some_and(|l| is_event(l, "stop")));
@@ -382,6 +383,53 @@ async fn shutdown_drains_in_flight_requests() {
     assert_eq!(out.status, 200, "the in-flight request completes: {out:?}");
     assert_eq!(out.body, "slow");
     assert!(audit.last().is_some_and(|l| is_event(l, "stop")));
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no longer listening"
+    );
+}
+
+#[tokio::test]
+async fn worker_threads_serve_every_protocol_and_drain_at_shutdown() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"h2", b"http/1.1"]).await;
+    let proxy = TestProxy::start_with(POLICY, &pki, HOSTS, |config| config.workers = 2).await;
+    let port = upstream.port();
+    // Several clients at once, so that both workers accept.
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            let flag = if i % 2 == 0 { "--http1.1" } else { "--http2" };
+            let (proxy_url, ca) = (proxy.url(), proxy.ca_path());
+            let url = format!("https://api.test:{port}/hello");
+            tokio::task::spawn_blocking(move || Curl::new(&proxy_url, &ca).args([flag]).get(&url))
+        })
+        .collect();
+    for client in clients {
+        let out = client.await.expect("curl task");
+        assert_eq!(out.status, 200, "{out:?}");
+        assert_eq!(out.body, "ok");
+    }
+    // Refusals are decided on the workers too.
+    let refused = curl(&proxy, &[], format!("https://unlisted.test:{port}/x")).await;
+    assert_ne!(refused.status, 200, "{refused:?}");
+    let url = format!("https://api.test:{port}/slow");
+    let proxy_url = proxy.url();
+    let ca = proxy.ca_path();
+    let in_flight = tokio::task::spawn_blocking(move || Curl::new(&proxy_url, &ca).get(&url));
+    for _ in 0..200 {
+        if upstream.records().len() == 9 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(upstream.records().len(), 9, "8 hellos and the slow request");
+    let addr = proxy.addr();
+    let audit = proxy.stop().await;
+    let out = in_flight.await.unwrap();
+    assert_eq!(out.status, 200, "the in-flight request completes: {out:?}");
+    assert_eq!(out.body, "slow");
+    assert!(audit.last().is_some_and(|l| is_event(l, "stop")));
+    assert!(audit.iter().any(|l| is_event(l, "deny")), "{audit:?}");
     assert!(
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "no longer listening"

@@ -118,6 +118,13 @@ async fn try_forward(
             "sluice's audit log failed; refusing to proxy",
         ));
     }
+    // A CONNECT inside an intercepted tunnel would ask the upstream for a tunnel whose
+    // bytes nothing inspects: refused, never forwarded.
+    if matches!(mode, Mode::Intercepted(_)) && parts.method == Method::CONNECT {
+        return Err(Refusal::bad_request(
+            "CONNECT inside an intercepted tunnel is not allowed; send CONNECT to sluice itself",
+        ));
+    }
     // Grants were decided for the target host: a request naming another goes nowhere.
     match mode {
         Mode::Intercepted(_) => authority::check(&parts.uri, &parts.headers, target)?,
@@ -175,9 +182,13 @@ async fn try_forward(
     };
     parts.headers.insert(HOST, host_header(target, &scheme)?);
     parts.uri = upstream_uri(scheme, target, parts.uri.path_and_query())?;
+    let downstream_version = parts.version;
     parts.version = Version::HTTP_11;
     let is_head = parts.method == Method::HEAD;
-    let response = match shared.upstream.send(Request::from_parts(parts, body)).await {
+    let sent = shared
+        .upstream
+        .send(Request::from_parts(parts, body), downstream_version);
+    let response = match sent.await {
         Ok(response) => response,
         Err(error) => {
             // A body sluice stopped is the secret refusal it is, not an upstream failure.
@@ -240,11 +251,16 @@ async fn outbound_body(
                 return Err(Refusal::too_large(limit));
             }
         }
-        let collected = http_body_util::Limited::new(incoming, limit)
-            .collect()
-            .await
-            .map_err(|_| Refusal::too_large(limit))?
-            .to_bytes();
+        // Bounded in time as in size: a trickled body would hold its buffer for ever.
+        let timeout = shared.limits.body_read_timeout;
+        let collected = tokio::time::timeout(
+            timeout,
+            http_body_util::Limited::new(incoming, limit).collect(),
+        )
+        .await
+        .map_err(|_| Refusal::body_timeout(timeout))?
+        .map_err(|_| Refusal::too_large(limit))?
+        .to_bytes();
         let decoded = if codings.is_empty() {
             zeroize::Zeroizing::new(collected.to_vec())
         } else {
@@ -380,6 +396,7 @@ async fn upgrade_exchange(
         let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
     });
     let (mut parts, _) = response.into_parts();
+    response::drop_reason_phrase(&mut parts.extensions);
     let tally = response::redact_headers(&shared.guard, &mut parts.headers);
     log.record_redactions("response-headers", &tally);
     Ok(Response::from_parts(parts, body::empty()))
@@ -395,6 +412,7 @@ fn downstream(
 ) -> Result<Response<Body>, Refusal> {
     let (mut parts, incoming) = response.into_parts();
     headers::remove_hop_by_hop(&mut parts.headers);
+    response::drop_reason_phrase(&mut parts.extensions);
     let tally = response::redact_headers(&shared.guard, &mut parts.headers);
     log.record_redactions("response-headers", &tally);
     let bodiless = is_head

@@ -10,8 +10,11 @@ use http::header::{self, HeaderName};
 use crate::refusal::Refusal;
 
 /// Headers that never cross the proxy, besides those a `Connection` header names.
-const HOP_BY_HOP: [HeaderName; 8] = [
+const HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
+    // Only means something beside `Upgrade: h2c`, which never crosses either (see
+    // `upgrade_protocol`).
+    HeaderName::from_static("http2-settings"),
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
@@ -39,8 +42,21 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 
 /// The protocol an HTTP/1.1 request asks to upgrade to (`Connection: upgrade` with an
 /// `Upgrade` header), if any.
+///
+/// `h2c` is never one: it is cleartext HTTP/2, undefined over TLS (RFC 9113 §3.1), and an
+/// upstream that accepted it would carry HTTP past the scan and the redaction. Such a
+/// request goes on as a plain HTTP/1.1 request, its `Upgrade` headers removed.
 pub fn upgrade_protocol(version: &http::Version, headers: &HeaderMap) -> Option<http::HeaderValue> {
     if *version != http::Version::HTTP_11 {
+        return None;
+    }
+    let asks_h2c = headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("h2c"));
+    if asks_h2c {
         return None;
     }
     let wants = headers
@@ -112,6 +128,27 @@ mod tests {
         remove_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);
         assert!(headers.contains_key(header::AUTHORIZATION));
+    }
+
+    #[test]
+    fn h2c_is_no_upgrade_and_its_settings_never_cross() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("Upgrade, HTTP2-Settings"),
+        );
+        headers.insert(header::UPGRADE, HeaderValue::from_static("H2C"));
+        headers.insert(
+            "http2-settings",
+            HeaderValue::from_static("AAMAAABkAAQAAP__"),
+        );
+        assert_eq!(upgrade_protocol(&http::Version::HTTP_11, &headers), None);
+        headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        assert!(upgrade_protocol(&http::Version::HTTP_11, &headers).is_some());
+        // Not named in `Connection`, still removed.
+        headers.remove(header::CONNECTION);
+        remove_hop_by_hop(&mut headers);
+        assert!(headers.is_empty(), "{headers:?}");
     }
 
     #[test]

@@ -131,6 +131,7 @@ pub async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
     proxy_config.upstream_ca = config.upstream_ca;
+    proxy_config.workers = crate::server::default_workers();
     proxy_config.resolve = config.resolve;
     let proxy = start(proxy_config).await?;
     let guard = proxy.guard();

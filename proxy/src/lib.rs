@@ -30,4 +30,4 @@ pub mod server;
 pub mod tls;
 pub mod upstream;
 
-pub use server::{Limits, Proxy, ProxyConfig, StartError, start};
+pub use server::{Limits, Proxy, ProxyConfig, StartError, default_workers, start};

@@ -154,6 +154,19 @@ impl Refusal {
         )
     }
 
+    /// `408`: a body that must be buffered to be rewritten did not arrive in time.
+    pub fn body_timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request-body-timeout",
+            format!(
+                "the request body must be buffered to be scanned, and it did not arrive within sluice's {}s limit",
+                limit.as_secs()
+            ),
+            Fault::Client,
+        )
+    }
+
     fn new(status: StatusCode, code: &'static str, message: String, fault: Fault) -> Self {
         Self {
             status,

@@ -31,6 +31,7 @@ use crate::upstream::{Timeouts, Upstream, UpstreamConfig};
 /// - `tls_handshake_timeout`: 10 s for the client's TLS handshake
 /// - `drain_timeout`: 10 s for in-flight requests at shutdown
 /// - `max_buffered_body`: 8 MiB of request body buffered to recompute `Content-Length`
+/// - `body_read_timeout`: 30 s to send a request body that is buffered whole (`408` beyond)
 /// - `max_decoded_body`: 1 GiB decoded from one compressed body
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -49,6 +50,9 @@ pub struct Limits {
     /// The largest request body buffered to recompute its `Content-Length` after a swap
     /// (`413` beyond).
     pub max_buffered_body: usize,
+    /// Time to receive a request body that is buffered whole (see `max_buffered_body`):
+    /// a client trickling it would otherwise hold its buffer and connection for ever.
+    pub body_read_timeout: Duration,
     /// The most bytes a compressed body may decode to (`502` for responses beyond: a
     /// decompression bomb).
     pub max_decoded_body: u64,
@@ -64,6 +68,7 @@ impl Default for Limits {
             tls_handshake_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
             max_buffered_body: 8 * 1024 * 1024,
+            body_read_timeout: Duration::from_secs(30),
             max_decoded_body: 1024 * 1024 * 1024,
         }
     }
@@ -85,6 +90,14 @@ pub struct ProxyConfig {
     pub limits: Limits,
     /// Upstream timeouts.
     pub timeouts: Timeouts,
+    /// Worker threads serving connections, each running its own single-threaded runtime
+    /// with its own upstream pools, all accepting from the one listener. With `0` the
+    /// proxy serves on the runtime that calls [`start`] (tests, embedding).
+    ///
+    /// Why threads of their own: a connection, its tunnel and its upstream connection then
+    /// stay on one thread, so handing a request from the client's task to the upstream's
+    /// never wakes another core (measured in docs/benchmarks.md).
+    pub workers: usize,
 }
 
 impl ProxyConfig {
@@ -98,8 +111,14 @@ impl ProxyConfig {
             resolve: Vec::new(),
             limits: Limits::default(),
             timeouts: Timeouts::default(),
+            workers: 0,
         }
     }
+}
+
+/// One worker per core the process may use: what `sluice serve` and `sluice run` start.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// Why the proxy could not start. Names the failing part; never a secret value.
@@ -136,14 +155,17 @@ pub enum StartError {
     /// No randomness for the run id or credentials.
     #[error("no system randomness: {0}")]
     Random(getrandom::Error),
+    /// A worker thread or its runtime could not be started.
+    #[error("cannot start a worker thread: {0}")]
+    Worker(std::io::Error),
 }
 
 /// What every task of a running proxy shares.
 pub struct Shared {
     pub(crate) policy: Arc<Policy>,
     pub(crate) guard: Arc<Guard>,
-    pub(crate) credentials: Credentials,
-    pub(crate) terminator: Terminator,
+    pub(crate) credentials: Arc<Credentials>,
+    pub(crate) terminator: Arc<Terminator>,
     pub(crate) upstream: Upstream,
     pub(crate) audit: AuditLog,
     pub(crate) limits: Limits,
@@ -152,6 +174,21 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The same, with upstream pools of its own, for one worker thread.
+    fn for_worker(&self) -> Shared {
+        Shared {
+            policy: self.policy.clone(),
+            guard: self.guard.clone(),
+            credentials: self.credentials.clone(),
+            terminator: self.terminator.clone(),
+            upstream: self.upstream.with_own_pools(),
+            audit: self.audit.clone(),
+            limits: self.limits,
+            connections: self.connections.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
     /// Records an audit event. A failed log is noticed by `AuditLog::is_healthy`, which every
     /// request checks first (fail closed), so the error needs no handling here.
     pub(crate) fn record(&self, event: Event) {
@@ -169,7 +206,18 @@ pub struct Proxy {
     placeholders: Placeholders,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
-    accept_task: JoinHandle<()>,
+    accepting: Accepting,
+}
+
+/// What accepts connections: a task on the caller's runtime, or worker threads.
+enum Accepting {
+    Task(JoinHandle<()>),
+    Workers {
+        threads: Vec<std::thread::JoinHandle<()>>,
+        /// Lets the workers' runtimes end once the drain is over; dropping a runtime
+        /// cancels what it still runs.
+        release: watch::Sender<bool>,
+    },
 }
 
 /// Starts a proxy: resolves secrets, mints the CA, opens the audit log, binds, accepts.
@@ -237,8 +285,11 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     let shared = Arc::new(Shared {
         policy,
         guard,
-        credentials,
-        terminator: Terminator::new(ca.clone(), config.limits.tls_handshake_timeout),
+        credentials: Arc::new(credentials),
+        terminator: Arc::new(Terminator::new(
+            ca.clone(),
+            config.limits.tls_handshake_timeout,
+        )),
         upstream,
         audit,
         limits: config.limits,
@@ -246,7 +297,15 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         shutdown: shutdown.clone(),
     });
     tracing::info!(%addr, run_id, "sluice listening; fail-closed: unknown hosts and blocked addresses are refused");
-    let accept_task = tokio::spawn(crate::listen::serve(listener, shared.clone(), shutdown));
+    let accepting = if config.workers == 0 {
+        Accepting::Task(tokio::spawn(crate::listen::serve(
+            listener,
+            shared.clone(),
+            shutdown,
+        )))
+    } else {
+        start_workers(config.workers, listener, &shared, &shutdown)?
+    };
     Ok(Proxy {
         addr,
         run_id,
@@ -254,8 +313,46 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         placeholders,
         shared,
         stop,
-        accept_task,
+        accepting,
     })
+}
+
+/// Starts `count` threads, each accepting from `listener` on a single-threaded runtime of
+/// its own and serving what it accepted there, until `shutdown`; each then keeps its
+/// runtime (and the connections still draining on it) until released.
+fn start_workers(
+    count: usize,
+    listener: TcpListener,
+    shared: &Shared,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Accepting, StartError> {
+    let listener = listener.into_std().map_err(StartError::Worker)?;
+    let (release, released) = watch::channel(false);
+    let mut threads = Vec::with_capacity(count);
+    for index in 0..count {
+        let listener = listener.try_clone().map_err(StartError::Worker)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(StartError::Worker)?;
+        let shared = Arc::new(shared.for_worker());
+        let shutdown = shutdown.clone();
+        let mut released = released.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("sluice-worker-{index}"))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    match TcpListener::from_std(listener) {
+                        Ok(listener) => crate::listen::serve(listener, shared, shutdown).await,
+                        Err(error) => tracing::error!(%error, "worker cannot accept"),
+                    }
+                    until_stopped(&mut released).await;
+                });
+            })
+            .map_err(StartError::Worker)?;
+        threads.push(thread);
+    }
+    Ok(Accepting::Workers { threads, release })
 }
 
 impl Proxy {
@@ -304,7 +401,13 @@ impl Proxy {
     /// writes the audit log's `stop` record and flushes it.
     pub async fn shutdown(self) -> Result<(), crate::audit::AuditError> {
         let _ = self.stop.send(true);
-        let _ = self.accept_task.await;
+        let workers = match self.accepting {
+            Accepting::Task(task) => {
+                let _ = task.await;
+                None
+            }
+            Accepting::Workers { threads, release } => Some((threads, release)),
+        };
         let limits = self.shared.limits;
         // Every connection and tunnel holds a slot; all slots back means all drained.
         let drained = tokio::time::timeout(
@@ -316,6 +419,16 @@ impl Proxy {
         .await;
         if drained.is_err() {
             tracing::warn!("drain timeout: closing remaining connections");
+        }
+        if let Some((threads, release)) = workers {
+            let _ = release.send(true);
+            let joined = tokio::task::spawn_blocking(move || {
+                threads.into_iter().all(|thread| thread.join().is_ok())
+            })
+            .await;
+            if !matches!(joined, Ok(true)) {
+                tracing::error!("a worker thread panicked");
+            }
         }
         self.shared.audit.clone().close()
     }

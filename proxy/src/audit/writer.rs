@@ -7,18 +7,19 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{
     AuditError, Counts, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, genesis,
     is_sha256_hex, is_valid_run_id, line_hash, sanitize_method, timestamp_now,
 };
 
-/// How long a written record may sit in the buffer before it is flushed to the file.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+/// How long a record may wait before it is written and flushed to the file: the writer
+/// gathers a batch this long after the first record of a burst.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(2);
 
 /// How many records may wait for the writer before [`AuditLog::record`] refuses more.
 pub const QUEUE_CAPACITY: usize = 16_384;
@@ -43,8 +44,8 @@ const MAX_REASON: usize = 512;
 ///
 /// # Durability
 ///
-/// A record accepted by [`AuditLog::record`] is queued, not yet on disk: it is written at
-/// once and flushed to the file within [`FLUSH_INTERVAL`] (200 ms). [`AuditLog::close`]
+/// A record accepted by [`AuditLog::record`] is queued, not yet on disk: it is written
+/// in the next batch and flushed to the file within about [`FLUSH_INTERVAL`] (2 ms). [`AuditLog::close`]
 /// writes `stop`, flushes and syncs the file. A crash can lose the records of the last
 /// flush interval; the log then ends without `stop`, which `sluice audit verify` reports.
 ///
@@ -397,9 +398,6 @@ struct Writer {
     counts: Counts,
 }
 
-/// How long the writer lets records gather after waking for the first of a burst.
-const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
-
 impl Writer {
     /// Stamps `seq`, `run_id` and `prev` on the line, writes it and advances the chain.
     fn write(&mut self, mut line: Line) -> io::Result<()> {
@@ -415,61 +413,55 @@ impl Writer {
         Ok(())
     }
 
+    /// Writes batches until the log is closed or every handle is gone.
+    ///
+    /// The thread blocks on the queue only when everything it took is written and flushed.
+    /// After the first record of a burst it sleeps [`FLUSH_INTERVAL`], then takes what
+    /// gathered without blocking, writes it and flushes once. A busy proxy therefore wakes
+    /// this thread once per batch, not once per event: a sender only pays for a wake-up
+    /// when the writer is parked on an empty queue.
     fn run(mut self, rx: &Receiver<Msg>, health: &Health) {
-        // When the oldest unflushed record was written, if any.
-        let mut dirty_since: Option<Instant> = None;
-        loop {
-            let received = match dirty_since {
-                None => {
-                    let first = rx.recv().map_err(|_| RecvTimeoutError::Disconnected);
-                    // Let a burst gather behind the first record, so that a busy proxy wakes
-                    // this thread once per batch rather than once per event (the queued
-                    // records are then taken without waiting). Records are never delayed
-                    // past FLUSH_INTERVAL by this; `record` itself never waits.
-                    if first.is_ok() {
-                        std::thread::sleep(BATCH_WINDOW);
+        while let Ok(first) = rx.recv() {
+            std::thread::sleep(FLUSH_INTERVAL);
+            let mut next = Some(first);
+            let mut disconnected = false;
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Event(line) => {
+                        if let Err(err) = self.write(*line) {
+                            health.fail("writing a record", &err);
+                            return;
+                        }
                     }
-                    first
-                }
-                Some(since) => {
-                    let wait = FLUSH_INTERVAL.saturating_sub(since.elapsed());
-                    if wait.is_zero() {
-                        Err(RecvTimeoutError::Timeout)
-                    } else {
-                        rx.recv_timeout(wait)
-                    }
-                }
-            };
-            match received {
-                Ok(Msg::Event(line)) => {
-                    if let Err(err) = self.write(*line) {
-                        health.fail("writing a record", &err);
+                    Msg::Close(reply) => {
+                        let result = self.finish().map_err(|err| {
+                            health.fail("writing the stop record", &err);
+                            health.error()
+                        });
+                        let _ = reply.send(result);
                         return;
                     }
-                    dirty_since.get_or_insert_with(Instant::now);
                 }
-                Ok(Msg::Close(reply)) => {
-                    let result = self.finish().map_err(|err| {
-                        health.fail("writing the stop record", &err);
-                        health.error()
-                    });
-                    let _ = reply.send(result);
-                    return;
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(err) = self.out.flush() {
-                        health.fail("flushing", &err);
-                        return;
+                next = match rx.try_recv() {
+                    Ok(msg) => Some(msg),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => {
+                        disconnected = true;
+                        None
                     }
-                    dirty_since = None;
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    if let Err(err) = self.out.flush() {
-                        health.fail("flushing", &err);
-                    }
-                    return;
-                }
+                };
             }
+            if let Err(err) = self.out.flush() {
+                health.fail("flushing", &err);
+                return;
+            }
+            if disconnected {
+                return;
+            }
+        }
+        // Every handle dropped without closing: what was queued is written; no `stop`.
+        if let Err(err) = self.out.flush() {
+            health.fail("flushing", &err);
         }
     }
 

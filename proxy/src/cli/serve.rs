@@ -11,7 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::server::{ProxyConfig, start};
+use crate::server::{ProxyConfig, default_workers, start};
 
 use super::{ServeArgs, load_policy};
 
@@ -33,6 +33,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
         .unwrap_or_else(|| args.run_dir.join("audit.jsonl"));
     let mut config = ProxyConfig::new(policy, args.listen, audit_log);
     config.upstream_ca = args.upstream_ca.clone();
+    config.workers = default_workers();
     config.resolve = args
         .resolve
         .iter()

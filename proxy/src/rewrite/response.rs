@@ -9,9 +9,26 @@ use http::HeaderMap;
 use http::header::HeaderValue;
 use sluice_guard::{Guard, Tally};
 
-/// Redacts every header value in place; returns what was redacted.
+/// Drops the upstream's own reason phrase, which hyper would otherwise pass on to the client
+/// byte for byte (its text is the upstream's to write, and can hold a value); the client
+/// gets the canonical phrase for the status instead.
+pub fn drop_reason_phrase(extensions: &mut http::Extensions) {
+    extensions.remove::<hyper::ext::ReasonPhrase>();
+}
+
+/// Redacts every header value in place, and drops every header whose name holds a value
+/// (a name cannot take a placeholder: names are lowercased); returns what was redacted.
 pub fn redact_headers(guard: &Guard, headers: &mut HeaderMap) -> Tally {
     let mut tally = Tally::default();
+    let named: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|name| guard.is_match(name.as_str().as_bytes()))
+        .cloned()
+        .collect();
+    for name in named {
+        tally.merge(guard.redact(name.as_str().as_bytes()).tally());
+        headers.remove(&name);
+    }
     let mut replaced = Vec::new();
     for (name, value) in headers.iter() {
         if !guard.is_match(value.as_bytes()) {
@@ -42,4 +59,39 @@ pub fn redact_headers(guard: &Guard, headers: &mut HeaderMap) -> Tally {
         }
     }
     tally
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_guard::{Placeholder, SecretValue};
+
+    const VALUE: &str = "very-secret-value-42";
+
+    fn guard() -> Guard {
+        let mut builder = Guard::builder();
+        builder
+            .add(
+                "tok",
+                Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap(),
+                SecretValue::from(VALUE),
+            )
+            .unwrap();
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn values_in_header_values_and_names_never_pass() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-leak", HeaderValue::from_static("t=very-secret-value-42"));
+        headers.insert("x-very-secret-value-42", HeaderValue::from_static("named"));
+        headers.insert("x-plain", HeaderValue::from_static("plain"));
+        let tally = redact_headers(&guard(), &mut headers);
+        assert_eq!(headers["x-leak"], "t=SLUICE_TOK_0123456789abcdef");
+        assert!(!headers.contains_key("x-very-secret-value-42"));
+        assert_eq!(headers["x-plain"], "plain");
+        assert_eq!(headers.len(), 2);
+        let redacted: u64 = tally.iter().map(|(_, counts)| counts.redacted).sum();
+        assert_eq!(redacted, 2);
+    }
 }

@@ -1,5 +1,6 @@
 //! Dialling an upstream: resolve and check the address, connect with a timeout and
-//! `TCP_NODELAY`, then TLS with certificate verification and ALPN (`h2`, `http/1.1`).
+//! `TCP_NODELAY`, then TLS with certificate verification and the ALPN offer of the pool
+//! the connection is for (`h2` and `http/1.1`, or `http/1.1` alone).
 //!
 //! This is hyper-util's connector for the pooled client, so every new upstream connection,
 //! and only a new one, passes through here.
@@ -25,6 +26,8 @@ use super::{Dialer, UpstreamError};
 #[derive(Clone)]
 pub struct Connector {
     pub(super) dialer: Arc<Dialer>,
+    /// The TLS configuration, and with it the ALPN offer, of this connector's pool.
+    pub(super) tls: Arc<rustls::ClientConfig>,
 }
 
 impl tower_service::Service<Uri> for Connector {
@@ -38,12 +41,17 @@ impl tower_service::Service<Uri> for Connector {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let dialer = self.dialer.clone();
-        Box::pin(async move { dialer.connect_uri(&uri).await })
+        let tls = self.tls.clone();
+        Box::pin(async move { dialer.connect_uri(&uri, tls).await })
     }
 }
 
 impl Dialer {
-    async fn connect_uri(&self, uri: &Uri) -> Result<UpstreamConn, UpstreamError> {
+    async fn connect_uri(
+        &self,
+        uri: &Uri,
+        tls_config: Arc<rustls::ClientConfig>,
+    ) -> Result<UpstreamConn, UpstreamError> {
         let host = uri
             .host()
             .ok_or_else(|| UpstreamError::BadTarget(uri.to_string()))?
@@ -60,7 +68,7 @@ impl Dialer {
             let tcp = self.dial(&host, port).await?;
             return Ok(UpstreamConn::Plain(TokioIo::new(tcp)));
         }
-        self.connect_tls(&host, port, self.tls.clone()).await
+        self.connect_tls(&host, port, tls_config).await
     }
 
     /// Dials `host:port` and completes a verified TLS handshake with `config`.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response};
+use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -113,14 +113,11 @@ pub enum UpstreamError {
     BadTarget(String),
 }
 
-/// What the dialler needs: pins, address policy, TLS roots and timeouts.
+/// What the dialler needs: pins, address policy and timeouts.
 pub struct Dialer {
     resolver: Resolver,
     allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
     own_listeners: Vec<SocketAddr>,
-    tls: Arc<rustls::ClientConfig>,
-    /// The same, offering only `http/1.1`: for upgrades (WebSocket), which HTTP/2 cannot carry.
-    tls_http1: Arc<rustls::ClientConfig>,
     timeouts: Timeouts,
 }
 
@@ -140,12 +137,44 @@ pub enum UpstreamSetupError {
     Tls(#[from] rustls::Error),
 }
 
-/// The upstream leg: a pooled HTTP/1.1 + HTTP/2 client and a raw dialler for tunnels.
+/// The upstream leg: two keep-alive pools and a raw dialler for tunnels.
+///
+/// The upstream connection speaks what the client spoke to sluice: a request that came
+/// over HTTP/1.1 goes out over a pool that offers only `http/1.1`, one that came over
+/// HTTP/2 over a pool that offers `h2` first. A client's connection thus keeps its own
+/// upstream connection rather than sharing one multiplexed HTTP/2 connection with every
+/// other tunnel to that host (measured: a shared h2 leg halves small-request throughput
+/// and large-body speed for HTTP/1.1 clients, docs/benchmarks.md).
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<Connector, Body>,
+    /// For requests that arrived over HTTP/1.1 (and plain HTTP): offers `http/1.1` only.
+    http1: Client<Connector, Body>,
+    /// For requests that arrived over HTTP/2: offers `h2`, then `http/1.1`.
+    h2: Client<Connector, Body>,
     dialer: Arc<Dialer>,
+    /// The TLS configuration offering `h2` and `http/1.1`.
+    tls: Arc<rustls::ClientConfig>,
+    /// The `http/1.1`-only TLS configuration, also for upgrades (WebSocket), which
+    /// HTTP/2 cannot carry.
+    tls_http1: Arc<rustls::ClientConfig>,
     timeouts: Timeouts,
+}
+
+/// A keep-alive pool whose new connections are dialled by `dialer` and offer `tls`'s ALPN.
+fn pool(dialer: &Arc<Dialer>, tls: &Arc<rustls::ClientConfig>) -> Client<Connector, Body> {
+    Client::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(dialer.timeouts.idle)
+        .pool_max_idle_per_host(64)
+        // Never follow anything on the client's behalf, never retry a request whose body
+        // may have been partly sent.
+        .retry_canceled_requests(false)
+        .set_host(false)
+        .build(Connector {
+            dialer: dialer.clone(),
+            tls: tls.clone(),
+        })
 }
 
 /// How to build the upstream leg.
@@ -186,33 +215,46 @@ impl Upstream {
             resolver: Resolver::new(config.pins),
             allow_ips: config.allow_ips,
             own_listeners: config.own_listeners,
-            tls: Arc::new(tls),
-            tls_http1: Arc::new(tls_http1),
             timeouts: config.timeouts,
         });
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(config.timeouts.idle)
-            .pool_max_idle_per_host(64)
-            // Never follow anything on the client's behalf, never retry a request whose
-            // body may have been partly sent.
-            .retry_canceled_requests(false)
-            .set_host(false)
-            .build(Connector {
-                dialer: dialer.clone(),
-            });
+        let (tls, tls_http1) = (Arc::new(tls), Arc::new(tls_http1));
         Ok(Self {
-            client,
+            http1: pool(&dialer, &tls_http1),
+            h2: pool(&dialer, &tls),
             dialer,
+            tls,
+            tls_http1,
             timeouts: config.timeouts,
         })
     }
 
-    /// Sends a request (absolute URI, `https` or `http`) over a pooled connection and waits
-    /// for the response head, within the response timeout.
-    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
-        match tokio::time::timeout(self.timeouts.response, self.client.request(request)).await {
+    /// The same leg with pools of its own, for a worker thread: its upstream connections
+    /// then live and are reused on that thread's runtime only, never woken from another.
+    pub fn with_own_pools(&self) -> Self {
+        Self {
+            http1: pool(&self.dialer, &self.tls_http1),
+            h2: pool(&self.dialer, &self.tls),
+            dialer: self.dialer.clone(),
+            tls: self.tls.clone(),
+            tls_http1: self.tls_http1.clone(),
+            timeouts: self.timeouts,
+        }
+    }
+
+    /// Sends a request (absolute URI, `https` or `http`) over a pooled connection of the
+    /// protocol the client spoke (`downstream`), and waits for the response head, within the
+    /// response timeout.
+    pub async fn send(
+        &self,
+        request: Request<Body>,
+        downstream: Version,
+    ) -> Result<Response<Incoming>, SendError> {
+        let client = if downstream == Version::HTTP_2 {
+            &self.h2
+        } else {
+            &self.http1
+        };
+        match tokio::time::timeout(self.timeouts.response, client.request(request)).await {
             Err(_) => Err(SendError::Timeout),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => {
@@ -236,7 +278,7 @@ impl Upstream {
     ) -> Result<hyper::client::conn::http1::SendRequest<Body>, UpstreamError> {
         let conn = self
             .dialer
-            .connect_tls(host, port, self.dialer.tls_http1.clone())
+            .connect_tls(host, port, self.tls_http1.clone())
             .await?;
         let (send, connection) =
             hyper::client::conn::http1::handshake(conn)
