@@ -144,6 +144,24 @@ impl Spawned {
         tail(&self.stderr_path)
     }
 
+    /// Its exit status, if it has exited (without waiting).
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Closes its stdin and waits for it to exit; kills it after `grace`. Returns its exit
+    /// status, or `None` when it had to be killed.
+    pub(crate) async fn finish(mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        drop(self.child.stdin.take());
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                let _ = self.child.kill().await;
+                None
+            }
+        }
+    }
+
     /// Closes its stdin and waits for it to exit; kills it after `grace`.
     pub(crate) async fn stop(mut self, grace: Duration) {
         drop(self.child.stdin.take());

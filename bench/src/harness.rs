@@ -416,7 +416,7 @@ fn version_line(binary: &Path) -> String {
 }
 
 /// `Basic base64(user:token)` from `http://user:token@host:port`.
-fn basic_auth(proxy_url: &str) -> String {
+pub(crate) fn basic_auth(proxy_url: &str) -> String {
     use base64::Engine;
     let rest = proxy_url.trim_start_matches("http://");
     let userinfo = rest.rsplit_once('@').map_or("", |(u, _)| u);

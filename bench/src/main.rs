@@ -11,7 +11,9 @@
 //!
 //! The same binary plays the upstream (`sluice-bench upstream`) and sluice
 //! (`sluice-bench sluice`, through `sluice_proxy::start`) when the harness starts it as a
-//! child. It must never dial or listen beyond loopback, and never run a phase unbounded.
+//! child. `sluice-bench soak` is the hardening soak: sluice under mixed load and upstream
+//! faults for a fixed time, its invariants checked throughout (see `soak`). It must never
+//! dial or listen beyond loopback, and never run a phase unbounded.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -27,6 +29,7 @@ mod load;
 mod pki;
 mod report;
 mod sluice_peer;
+mod soak;
 mod upstream;
 
 use harness::{PeerSpec, Plan};
@@ -43,7 +46,7 @@ struct Cli {
     run: RunArgs,
 }
 
-/// The roles the harness starts this binary in.
+/// The roles the harness starts this binary in, and the soak.
 #[derive(Debug, Subcommand)]
 enum Role {
     /// The TLS upstream (started by the harness).
@@ -52,6 +55,9 @@ enum Role {
     /// sluice, from the library (started by the harness).
     #[command(hide = true)]
     Sluice(sluice_peer::SluiceArgs),
+    /// A soak: sluice under mixed load and upstream faults for `--secs`, checking that it
+    /// never panics or leaks the secret and that its memory and descriptors stay flat.
+    Soak(soak::SoakArgs),
 }
 
 /// What a run takes.
@@ -185,6 +191,7 @@ fn main() -> ExitCode {
     let result = match &cli.role {
         Some(Role::Upstream(args)) => upstream::run(args).map(|()| ExitCode::SUCCESS),
         Some(Role::Sluice(args)) => sluice_peer::run(args).map(|()| ExitCode::SUCCESS),
+        Some(Role::Soak(args)) => soak::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

@@ -92,11 +92,33 @@ pub(crate) struct SluiceArgs {
     /// Which declaration to run with.
     #[arg(long, value_enum, default_value = "full")]
     pub(crate) mode: Mode,
+    /// A declaration file to run with instead of the mode's (the soak's).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) policy: Option<PathBuf>,
+    /// Another host to pin to 127.0.0.1, besides the upstream's name.
+    #[arg(long = "pin", value_name = "HOST")]
+    pub(crate) pins: Vec<String>,
+    /// Log to stderr through this filter (`info` is what `sluice serve` logs), so that a
+    /// soak can watch what sluice says.
+    #[arg(long, value_name = "FILTER")]
+    pub(crate) log: Option<String>,
 }
 
 /// Runs sluice until stdin closes, then shuts it down (drain, audit log flushed).
 pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
-    let yaml = args.mode.declaration();
+    let yaml = match &args.policy {
+        Some(path) => std::fs::read_to_string(path).map_err(BenchError::file(path))?,
+        None => args.mode.declaration(),
+    };
+    if let Some(filter) = &args.log {
+        let filter = tracing_subscriber::EnvFilter::try_new(filter)
+            .map_err(|e| BenchError::peer("sluice", format!("--log {filter:?}: {e}")))?;
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
     let loaded = Policy::parse(&yaml, "bench.yaml").map_err(|diagnostics| {
         BenchError::Declaration(
             diagnostics
@@ -111,7 +133,10 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
     let mut config = ProxyConfig::new(loaded.policy, listen, args.dir.join("audit.jsonl"));
     config.upstream_ca = vec![args.upstream_ca.clone()];
     config.workers = sluice_proxy::default_workers();
-    config.resolve = vec![(UPSTREAM_HOST.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST))];
+    config.resolve = std::iter::once(UPSTREAM_HOST)
+        .chain(args.pins.iter().map(String::as_str))
+        .map(|host| (host.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST)))
+        .collect();
     // The runtime `sluice serve` builds: multi-threaded, one worker per core.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

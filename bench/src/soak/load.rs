@@ -1,0 +1,660 @@
+//! The soak's mixed load: `concurrency` workers, each sending one request at a time until
+//! the deadline, drawn from a fixed mix of kinds (normal, streamed both ways, echoes of the
+//! secret, upstream resets and stalls, refusals, a failing upstream handshake), over
+//! HTTP/1.1 and HTTP/2, on kept-alive connections and on new tunnels.
+//!
+//! Each answer is judged against what its kind must get, and every header and body the
+//! client receives is searched for the real value. Only loopback addresses are dialled.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request};
+use http_body_util::BodyExt;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::body::{self, SoakBody};
+use super::upstream::{
+    BAD_TLS_HOST, GRANTED_HOST, OK_BODY, REFUSED_PATH, STREAM_BYTES, UNGRANTED_HOST,
+};
+use crate::pki::{ClientTls, Proto};
+
+/// How long opening a connection or completing a request may take on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// How long a client waits on a long stall before it gives up and drops the connection.
+const ABANDON_AFTER: Duration = Duration::from_secs(1);
+/// How long the upstream stalls for the requests the client waits out.
+const SHORT_STALL_MS: u64 = 300;
+/// How long it stalls for those the client abandons (far beyond [`ABANDON_AFTER`]).
+const LONG_STALL_MS: u64 = 20_000;
+/// Requests on one kept-alive connection before it is replaced by a new tunnel.
+const REQUESTS_PER_CONNECTION: u32 = 32;
+/// Upload size.
+const UPLOAD_BYTES: usize = 256 * 1024;
+/// The most reasons kept per kind (all are counted).
+const KEPT_REASONS: usize = 3;
+
+/// What the client needs to reach the upstreams through sluice.
+pub(crate) struct Client {
+    /// sluice's listener.
+    pub(crate) proxy: SocketAddr,
+    /// `Proxy-Authorization` value.
+    pub(crate) proxy_auth: String,
+    /// Trust for the run CA.
+    pub(crate) tls: ClientTls,
+    /// The secret's placeholder.
+    pub(crate) placeholder: String,
+    /// The real value (searched for, never sent).
+    pub(crate) value: String,
+    /// Port of the normal upstream (granted and ungranted hosts).
+    pub(crate) good_port: u16,
+    /// Port of the bad-TLS upstream.
+    pub(crate) bad_tls_port: u16,
+}
+
+/// The kinds of request in the mix, with their weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    /// `GET /ok` with the placeholder in `Authorization`: 200, swapped.
+    Ok,
+    /// `GET /stream`: 256 KiB streamed back whole.
+    Stream,
+    /// `POST /upload`: 256 KiB streamed up, its size answered.
+    Upload,
+    /// `GET /echo`: the value comes back in headers and body, redacted.
+    Echo,
+    /// `GET /reset`: the upstream breaks off mid-body; the client must see an error.
+    Reset,
+    /// `GET /stall-head`, short: answered after a pause.
+    StallHead,
+    /// `GET /stall-head`, long: the client gives up.
+    StallHeadAbandoned,
+    /// `GET /stall-body`, short: the body resumes after a pause.
+    StallBody,
+    /// `GET /stall-body`, long: the client gives up mid-body.
+    StallBodyAbandoned,
+    /// The placeholder in a header the secret does not grant, toward the granted host: 403.
+    WrongHeader,
+    /// The placeholder toward a host the secret does not grant: 403.
+    Ungranted,
+    /// A host whose upstream certificate names another host: 502.
+    BadTls,
+}
+
+const MIX: &[(Kind, u32)] = &[
+    (Kind::Ok, 30),
+    (Kind::Stream, 8),
+    (Kind::Upload, 8),
+    (Kind::Echo, 10),
+    (Kind::Reset, 6),
+    (Kind::StallHead, 3),
+    (Kind::StallHeadAbandoned, 2),
+    (Kind::StallBody, 3),
+    (Kind::StallBodyAbandoned, 2),
+    (Kind::WrongHeader, 6),
+    (Kind::Ungranted, 8),
+    (Kind::BadTls, 4),
+];
+
+impl Kind {
+    /// Every kind, for reports.
+    pub(crate) fn all() -> impl Iterator<Item = Kind> {
+        MIX.iter().map(|(kind, _)| *kind)
+    }
+
+    /// Its name in reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Stream => "stream",
+            Self::Upload => "upload",
+            Self::Echo => "echo-secret",
+            Self::Reset => "upstream-reset",
+            Self::StallHead => "stall-head",
+            Self::StallHeadAbandoned => "stall-head-abandoned",
+            Self::StallBody => "stall-body",
+            Self::StallBodyAbandoned => "stall-body-abandoned",
+            Self::WrongHeader => "wrong-header-403",
+            Self::Ungranted => "ungranted-host-403",
+            Self::BadTls => "bad-upstream-tls-502",
+        }
+    }
+
+    /// Whether it needs a tunnel of its own (another host).
+    fn own_tunnel(self) -> bool {
+        matches!(self, Self::Ungranted | Self::BadTls)
+    }
+
+    fn abandoned(self) -> bool {
+        matches!(self, Self::StallHeadAbandoned | Self::StallBodyAbandoned)
+    }
+}
+
+/// How the requests of one kind went.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub(crate) struct KindTally {
+    /// Answers as the kind requires.
+    pub(crate) expected: u64,
+    /// Anything else.
+    pub(crate) unexpected: u64,
+    /// The first few unexpected answers, described.
+    pub(crate) reasons: Vec<String>,
+}
+
+/// What the load saw.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Per kind.
+    pub(crate) kinds: BTreeMap<Kind, KindTally>,
+    /// Requests sent over HTTP/1.1 and HTTP/2.
+    pub(crate) h1: u64,
+    /// Requests sent over HTTP/2.
+    pub(crate) h2: u64,
+    /// Tunnels opened.
+    pub(crate) tunnels: u64,
+    /// Times the client received the real value (described; never the value itself).
+    pub(crate) leaks: Vec<String>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        for (kind, theirs) in other.kinds {
+            let ours = self.kinds.entry(kind).or_default();
+            ours.expected += theirs.expected;
+            ours.unexpected += theirs.unexpected;
+            for reason in theirs.reasons {
+                if ours.reasons.len() < KEPT_REASONS {
+                    ours.reasons.push(reason);
+                }
+            }
+        }
+        self.h1 += other.h1;
+        self.h2 += other.h2;
+        self.tunnels += other.tunnels;
+        self.leaks.extend(other.leaks);
+    }
+
+    fn note(&mut self, kind: Kind, verdict: Result<(), String>) {
+        let entry = self.kinds.entry(kind).or_default();
+        match verdict {
+            Ok(()) => entry.expected += 1,
+            Err(reason) => {
+                entry.unexpected += 1;
+                if entry.reasons.len() < KEPT_REASONS {
+                    entry.reasons.push(reason);
+                }
+            }
+        }
+    }
+
+    /// All requests sent.
+    pub(crate) fn total(&self) -> u64 {
+        self.kinds.values().map(|k| k.expected + k.unexpected).sum()
+    }
+
+    /// All unexpected answers.
+    pub(crate) fn unexpected(&self) -> u64 {
+        self.kinds.values().map(|k| k.unexpected).sum()
+    }
+}
+
+/// Runs `concurrency` workers until `deadline`, or until `stop` is set.
+pub(crate) async fn run(
+    client: Arc<Client>,
+    concurrency: usize,
+    deadline: Instant,
+    stop: Arc<AtomicBool>,
+) -> Tally {
+    let workers: Vec<_> = (0..concurrency)
+        .map(|id| tokio::spawn(worker(client.clone(), id as u64, deadline, stop.clone())))
+        .collect();
+    let mut tally = Tally::default();
+    for worker in workers {
+        if let Ok(theirs) = worker.await {
+            tally.merge(theirs);
+        }
+    }
+    tally
+}
+
+/// A small deterministic generator (xorshift): the mix is the same on every run.
+struct Dice(u64);
+
+impl Dice {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn kind(&mut self) -> Kind {
+        let total: u32 = MIX.iter().map(|(_, w)| w).sum();
+        let mut roll = (self.next() % u64::from(total)) as u32;
+        for (kind, weight) in MIX {
+            if roll < *weight {
+                return *kind;
+            }
+            roll -= weight;
+        }
+        Kind::Ok
+    }
+}
+
+/// One open connection through a tunnel.
+enum Conn {
+    H1(http1::SendRequest<SoakBody>),
+    H2(http2::SendRequest<SoakBody>),
+}
+
+async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<AtomicBool>) -> Tally {
+    let mut tally = Tally::default();
+    let mut dice = Dice(0x9e37_79b9_7f4a_7c15 ^ (id + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
+    let mut kept: Option<(Conn, u32)> = None;
+    let mut next_proto = if id.is_multiple_of(2) {
+        Proto::H1
+    } else {
+        Proto::H2
+    };
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+        let kind = dice.kind();
+        // One request in four toward the granted host goes on a new tunnel; the others on
+        // the worker's kept-alive connection.
+        let fresh = kind.own_tunnel() || dice.next().is_multiple_of(4);
+        let (conn, uses) = match kept.take() {
+            Some(kept) if !fresh => kept,
+            _ => {
+                let proto = next_proto;
+                next_proto = match proto {
+                    Proto::H1 => Proto::H2,
+                    Proto::H2 => Proto::H1,
+                };
+                let (host, port) = match kind {
+                    Kind::Ungranted => (UNGRANTED_HOST, client.good_port),
+                    Kind::BadTls => (BAD_TLS_HOST, client.bad_tls_port),
+                    _ => (GRANTED_HOST, client.good_port),
+                };
+                tally.tunnels += 1;
+                match tokio::time::timeout(PATIENCE, open(&client, host, port, proto)).await {
+                    Ok(Ok(conn)) => (conn, 0),
+                    Ok(Err(Opened::Refused(status))) if kind == Kind::BadTls && status == 502 => {
+                        // sluice may check the upstream before it answers the CONNECT.
+                        tally.note(kind, Ok(()));
+                        continue;
+                    }
+                    Ok(Err(failure)) => {
+                        tally.note(kind, Err(format!("opening a tunnel: {failure}")));
+                        pause().await;
+                        continue;
+                    }
+                    Err(_) => {
+                        tally.note(kind, Err("opening a tunnel took over 30 s".to_owned()));
+                        continue;
+                    }
+                }
+            }
+        };
+        let mut conn = conn;
+        match conn {
+            Conn::H1(_) => tally.h1 += 1,
+            Conn::H2(_) => tally.h2 += 1,
+        }
+        let (verdict, reusable) = one(&client, &mut conn, kind, &mut tally.leaks).await;
+        if verdict.is_err() {
+            pause().await;
+        }
+        tally.note(kind, verdict);
+        if reusable && !fresh && uses + 1 < REQUESTS_PER_CONNECTION {
+            kept = Some((conn, uses + 1));
+        }
+    }
+    tally
+}
+
+/// A short pause after a failure, so a broken proxy is not hammered in a tight loop.
+async fn pause() {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+/// Why a tunnel could not be opened.
+enum Opened {
+    /// The proxy answered the CONNECT with this status.
+    Refused(u16),
+    /// Anything else.
+    Failed(String),
+}
+
+impl std::fmt::Display for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(status) => write!(f, "CONNECT answered {status}"),
+            Self::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// TCP to sluice, CONNECT, TLS with the run CA, the HTTP handshake.
+async fn open(client: &Client, host: &str, port: u16, proto: Proto) -> Result<Conn, Opened> {
+    let failed = |what: &str, e: &dyn std::fmt::Display| Opened::Failed(format!("{what}: {e}"));
+    let mut tcp = TcpStream::connect(client.proxy)
+        .await
+        .map_err(|e| failed("connect", &e))?;
+    let _ = tcp.set_nodelay(true);
+    let authority = format!("{host}:{port}");
+    let head = format!(
+        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\nProxy-Authorization: {}\r\n\r\n",
+        client.proxy_auth
+    );
+    tcp.write_all(head.as_bytes())
+        .await
+        .map_err(|e| failed("sending CONNECT", &e))?;
+    // sluice says nothing after its answer head until the ClientHello, so reading in
+    // chunks cannot swallow tunnel bytes.
+    let mut answer = Vec::with_capacity(128);
+    let mut buf = [0u8; 512];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tcp
+            .read(&mut buf)
+            .await
+            .map_err(|e| failed("reading the CONNECT answer", &e))?;
+        if n == 0 || answer.len() > 16 * 1024 {
+            return Err(Opened::Failed(format!(
+                "the CONNECT answer ended after {} bytes",
+                answer.len()
+            )));
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let status: u16 = String::from_utf8_lossy(&answer)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if status != 200 {
+        return Err(Opened::Refused(status));
+    }
+    let name = ServerName::try_from(host.to_owned()).map_err(|e| failed("server name", &e))?;
+    let tls = TlsConnector::from(client.tls.config(proto))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| failed("TLS inside the tunnel", &e))?;
+    let io = TokioIo::new(tls);
+    Ok(match proto {
+        Proto::H1 => {
+            let (send, conn) = http1::handshake(io)
+                .await
+                .map_err(|e| failed("HTTP/1.1 handshake", &e))?;
+            tokio::spawn(conn);
+            Conn::H1(send)
+        }
+        Proto::H2 => {
+            let (send, conn) = http2::handshake(TokioExecutor::new(), io)
+                .await
+                .map_err(|e| failed("HTTP/2 handshake", &e))?;
+            tokio::spawn(conn);
+            Conn::H2(send)
+        }
+    })
+}
+
+/// What came back.
+struct Seen {
+    status: u16,
+    headers: HeaderMap,
+    /// The body, or where reading it broke off.
+    body: Result<Vec<u8>, String>,
+}
+
+/// Sends one request of `kind`, judges the answer; returns the verdict and whether the
+/// connection may carry another request.
+async fn one(
+    client: &Client,
+    conn: &mut Conn,
+    kind: Kind,
+    leaks: &mut Vec<String>,
+) -> (Result<(), String>, bool) {
+    let request = request(client, conn, kind);
+    let exchange = exchange(conn, request);
+    if kind.abandoned() {
+        return match tokio::time::timeout(ABANDON_AFTER, exchange).await {
+            // Dropping the exchange drops the stream; the connection goes with it.
+            Err(_) => (Ok(()), false),
+            Ok(seen) => (
+                Err(format!(
+                    "answered before the stall ended: {}",
+                    describe(&seen)
+                )),
+                false,
+            ),
+        };
+    }
+    let seen = match tokio::time::timeout(PATIENCE, exchange).await {
+        Ok(seen) => seen,
+        Err(_) => return (Err(format!("no answer within {PATIENCE:?}")), false),
+    };
+    let seen = match seen {
+        Ok(seen) => seen,
+        // The upstream broke off before sluice could answer: it may equally drop the
+        // client's connection or stream.
+        Err(_) if kind == Kind::Reset => return (Ok(()), false),
+        Err(why) => return (Err(why), false),
+    };
+    check_leaks(client, kind, &seen, leaks);
+    let verdict = judge(client, kind, &seen);
+    let reusable = seen.body.is_ok() && kind != Kind::Reset;
+    (verdict, reusable)
+}
+
+fn describe(seen: &Result<Seen, String>) -> String {
+    match seen {
+        Ok(seen) => match &seen.body {
+            Ok(body) => format!("{} with {} body bytes", seen.status, body.len()),
+            Err(why) => format!("{} then {why}", seen.status),
+        },
+        Err(why) => why.clone(),
+    }
+}
+
+/// The request for `kind` on `conn`.
+fn request(client: &Client, conn: &Conn, kind: Kind) -> Request<SoakBody> {
+    let host = match kind {
+        Kind::Ungranted => UNGRANTED_HOST,
+        Kind::BadTls => BAD_TLS_HOST,
+        _ => GRANTED_HOST,
+    };
+    let port = if kind == Kind::BadTls {
+        client.bad_tls_port
+    } else {
+        client.good_port
+    };
+    let target = match kind {
+        Kind::Ok | Kind::BadTls => "/ok".to_owned(),
+        Kind::Stream => "/stream".to_owned(),
+        Kind::Upload => "/upload".to_owned(),
+        Kind::Echo => "/echo".to_owned(),
+        Kind::Reset => "/reset".to_owned(),
+        Kind::StallHead => format!("/stall-head?ms={SHORT_STALL_MS}"),
+        Kind::StallHeadAbandoned => format!("/stall-head?ms={LONG_STALL_MS}"),
+        Kind::StallBody => format!("/stall-body?ms={SHORT_STALL_MS}"),
+        Kind::StallBodyAbandoned => format!("/stall-body?ms={LONG_STALL_MS}"),
+        Kind::WrongHeader | Kind::Ungranted => REFUSED_PATH.to_owned(),
+    };
+    let authority = format!("{host}:{port}");
+    let builder = match conn {
+        Conn::H1(_) => Request::builder()
+            .uri(target)
+            .header(http::header::HOST, authority),
+        Conn::H2(_) => Request::builder().uri(format!("https://{authority}{target}")),
+    };
+    let bearer = format!("Bearer {}", client.placeholder);
+    let builder = match kind {
+        // The placeholder where the secret does not grant it: another header.
+        Kind::WrongHeader => builder
+            .header("x-api-key", client.placeholder.as_str())
+            .header(http::header::AUTHORIZATION, "Bearer not-a-placeholder"),
+        // No placeholder: the request must get as far as dialling the upstream.
+        Kind::BadTls => builder,
+        _ => builder.header(http::header::AUTHORIZATION, bearer),
+    };
+    let (builder, body) = if kind == Kind::Upload {
+        let (feed, body) = body::channel(None);
+        tokio::spawn(async move {
+            let chunk = Bytes::from(vec![b'u'; 16 * 1024]);
+            for _ in 0..UPLOAD_BYTES / chunk.len() {
+                if feed.send(Ok(chunk.clone())).await.is_err() {
+                    break;
+                }
+            }
+        });
+        (builder.method("POST"), body)
+    } else {
+        (builder.method("GET"), body::empty())
+    };
+    builder.body(body).unwrap_or_else(|_| {
+        // Every part above is well-formed; an empty request would fail its check visibly.
+        Request::new(body::empty())
+    })
+}
+
+async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, String> {
+    let response = match conn {
+        Conn::H1(send) => {
+            send.ready().await.map_err(|e| format!("not ready: {e}"))?;
+            send.send_request(request).await
+        }
+        Conn::H2(send) => {
+            send.ready().await.map_err(|e| format!("not ready: {e}"))?;
+            send.send_request(request).await
+        }
+    }
+    .map_err(|e| format!("request: {e}"))?;
+    let status = response.status().as_u16();
+    let (parts, mut incoming) = response.into_parts();
+    let mut body = Vec::new();
+    let mut broke = None;
+    while let Some(frame) = incoming.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    body.extend_from_slice(&data);
+                }
+            }
+            Err(e) => {
+                broke = Some(format!("body broke off after {} bytes: {e}", body.len()));
+                break;
+            }
+        }
+    }
+    Ok(Seen {
+        status,
+        headers: parts.headers,
+        body: broke.map_or(Ok(body), Err),
+    })
+}
+
+fn check_leaks(client: &Client, kind: Kind, seen: &Seen, leaks: &mut Vec<String>) {
+    let value = client.value.as_bytes();
+    for (name, header) in &seen.headers {
+        if body::contains(header.as_bytes(), value) {
+            leaks.push(format!(
+                "{}: the real value in response header {name}",
+                kind.name()
+            ));
+        }
+    }
+    if let Ok(body) = &seen.body
+        && body::contains(body, value)
+    {
+        leaks.push(format!(
+            "{}: the real value in the response body",
+            kind.name()
+        ));
+    }
+}
+
+/// Whether the answer is what `kind` must get.
+fn judge(client: &Client, kind: Kind, seen: &Seen) -> Result<(), String> {
+    let status = seen.status;
+    let header = |name: &str| seen.headers.get(name).map(HeaderValue::as_bytes);
+    let body = seen
+        .body
+        .as_deref()
+        .map_err(|why| format!("{status}, {why}"));
+    let want = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{status} with {} body bytes: expected {what}",
+                seen.body.as_ref().map_or(0, Vec::len)
+            ))
+        }
+    };
+    match kind {
+        Kind::Ok | Kind::StallHead => {
+            let body = body?;
+            want(
+                status == 200 && body == OK_BODY && header("x-soak-auth") == Some(b"real"),
+                "200, the /ok body, and the upstream seeing the real value",
+            )
+        }
+        Kind::Stream => want(
+            status == 200 && body?.len() == STREAM_BYTES,
+            "200 and 256 KiB",
+        ),
+        Kind::StallBody => want(status == 200 && body?.len() == 32 * 1024, "200 and 32 KiB"),
+        Kind::Upload => want(
+            status == 200 && body? == format!("received {UPLOAD_BYTES}\n").as_bytes(),
+            "200 and the whole upload received",
+        ),
+        Kind::Echo => {
+            let body = body?;
+            let placeholder = client.placeholder.as_bytes();
+            let times = body
+                .windows(placeholder.len())
+                .filter(|w| *w == placeholder)
+                .count();
+            want(
+                status == 200 && times == 3 && header("x-soak-echo") == Some(placeholder),
+                "200 with the value redacted to its placeholder, three times in the body and in x-soak-echo",
+            )
+        }
+        Kind::Reset => match &seen.body {
+            // A body that ends cleanly would pass a truncated response off as whole.
+            Ok(_) if status < 500 => Err(format!(
+                "{status} ended cleanly: a reset upstream body must reach the client as an error"
+            )),
+            _ => Ok(()),
+        },
+        Kind::WrongHeader | Kind::Ungranted => want(
+            status == 403 && header("sluice-error").is_some(),
+            "403 with a sluice-error header",
+        ),
+        Kind::BadTls => want(status == 502, "502"),
+        Kind::StallHeadAbandoned | Kind::StallBodyAbandoned => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dice_draw_every_kind_of_the_mix() {
+        let mut dice = Dice(42);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..10_000 {
+            seen.insert(dice.kind());
+        }
+        assert_eq!(seen.len(), MIX.len());
+    }
+}

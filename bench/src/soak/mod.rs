@@ -1,0 +1,601 @@
+//! `sluice-bench soak`: sluice under mixed load and upstream faults for a fixed time, with
+//! its invariants checked throughout.
+//!
+//! sluice runs as its own process (`sluice-bench sluice`, the library with `sluice serve`'s
+//! runtime and workers, logging at `debug`), with a declaration that swaps one header toward
+//! one host and redacts every response. The upstream ([`upstream`]) and the load
+//! ([`load`]) run in this process. Every second the soak reads sluice's resident memory and
+//! open file descriptors from `/proc`, and its stderr for a panic or the secret value. At
+//! the end it stops sluice (which must exit 0), verifies the audit log's chain and searches
+//! it for the value, and judges:
+//!
+//! - sluice never exited early and never panicked;
+//! - the real value reached the upstream only as the granted header toward the granted
+//!   host, and never in anything the client received, sluice's stderr or the audit log;
+//! - no request sluice had to refuse arrived upstream, and no handshake with the
+//!   wrong-certificate upstream completed;
+//! - every kind of request got what it must, bar at most `--max-unexpected-percent`;
+//! - after a warm-up (the first fifth of the run), resident memory stays within
+//!   `--rss-growth-mib` of the warm-up's peak and open descriptors within `--fd-slack` of it.
+//!
+//! It never dials or listens beyond loopback.
+
+mod body;
+mod load;
+mod upstream;
+
+use std::io::{Read, Seek};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+
+use crate::child::{self, Ready, Spawned};
+use crate::error::BenchError;
+use crate::pki::ClientTls;
+use crate::sluice_peer::SECRET;
+use crate::upstream::TOKEN_VAR;
+use body::StreamScan;
+use load::{Client, Kind, KindTally, Tally};
+use upstream::{BAD_TLS_HOST, GRANTED_HOST, UNGRANTED_HOST};
+
+/// What `sluice-bench soak` takes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SoakArgs {
+    /// How long the load runs, in seconds.
+    #[arg(long, default_value_t = 600)]
+    secs: u64,
+    /// Requests in flight at any time (one per worker).
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// How far resident memory may rise above the warm-up's peak, in MiB.
+    #[arg(long, default_value_t = 16)]
+    rss_growth_mib: u64,
+    /// How far open file descriptors may rise above the warm-up's peak [default: 2 ×
+    /// concurrency].
+    #[arg(long)]
+    fd_slack: Option<u64>,
+    /// The share of requests that may get something other than their kind requires, in
+    /// percent (a loaded machine may time out a few).
+    #[arg(long, default_value_t = 1.0)]
+    max_unexpected_percent: f64,
+    /// Also write the summary as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Keep the run directory (sluice's stderr and audit log) and print its path.
+    #[arg(long)]
+    keep: bool,
+}
+
+/// One reading of sluice's process.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct Sample {
+    /// Seconds since the load started.
+    at_s: f64,
+    /// Resident memory.
+    rss_kib: u64,
+    /// Open file descriptors.
+    fds: u64,
+}
+
+/// Minimum and maximum of a figure over a stretch of the run.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+struct Range {
+    min: u64,
+    max: u64,
+}
+
+impl Range {
+    fn of(values: impl Iterator<Item = u64>) -> Option<Range> {
+        values.fold(None, |range: Option<Range>, v| {
+            Some(range.map_or(Range { min: v, max: v }, |r| Range {
+                min: r.min.min(v),
+                max: r.max.max(v),
+            }))
+        })
+    }
+}
+
+/// What the soak reports.
+#[derive(Debug, Default, serde::Serialize)]
+struct Summary {
+    secs: f64,
+    concurrency: usize,
+    requests: u64,
+    unexpected: u64,
+    h1_requests: u64,
+    h2_requests: u64,
+    tunnels: u64,
+    kinds: Vec<(String, KindTally)>,
+    upstream_requests: u64,
+    upstream_swaps: u64,
+    bad_tls_attempts: u64,
+    audit_events: u64,
+    audit_swaps: u64,
+    audit_refusals: u64,
+    audit_redactions: u64,
+    rss_warmup_kib: Range,
+    rss_after_kib: Range,
+    rss_bound_kib: u64,
+    fds_warmup: Range,
+    fds_after: Range,
+    fd_bound: u64,
+    samples: Vec<Sample>,
+    violations: Vec<String>,
+}
+
+/// Runs the soak; exit 1 on any violation.
+pub(crate) fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::peer("soak", e))?;
+    let summary = runtime.block_on(soak(args))?;
+    println!("{}", text(&summary));
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&summary)
+            .map_err(|e| BenchError::peer("soak", format!("JSON: {e}")))?;
+        std::fs::write(path, json).map_err(BenchError::file(path))?;
+    }
+    if summary.violations.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        for violation in &summary.violations {
+            eprintln!("sluice soak: VIOLATION: {violation}");
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// A stand-in for a secret value: random per run, lowercase (so a header name holding it
+/// would still be found), not a credential anywhere.
+fn stand_in_value() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let random = || {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    format!("soakvalue{:016x}{:016x}", random(), random())
+}
+
+/// The declaration: one header of one host swapped, every response redacted; the other
+/// two hosts reachable without the secret.
+fn declaration() -> String {
+    format!(
+        "version: 1\n\
+         secrets:\n  \
+           {SECRET}:\n    \
+             from: {{ env: {TOKEN_VAR} }}\n    \
+             hosts: [\"{GRANTED_HOST}\"]\n    \
+             sinks: [egress]\n    \
+             in: [header]\n    \
+             header: [Authorization]\n\
+         egress:\n  \
+           allow: [\"{UNGRANTED_HOST}\", \"{BAD_TLS_HOST}\"]\n  \
+           allow_ips: [\"127.0.0.1/32\"]\n"
+    )
+}
+
+async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
+    let tmp = tempfile::tempdir().map_err(BenchError::file(std::env::temp_dir()))?;
+    let dir = tmp.path().to_owned();
+    let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
+    let value = stand_in_value();
+    let upstream_ca = dir.join("upstream-ca.pem");
+    let upstreams = upstream::start(&upstream_ca, &value).await?;
+    let policy = dir.join("soak.yaml");
+    std::fs::write(&policy, declaration()).map_err(BenchError::file(&policy))?;
+    let sluice_dir = dir.join("sluice");
+    std::fs::create_dir_all(&sluice_dir).map_err(BenchError::file(&sluice_dir))?;
+    let stderr_path = dir.join("sluice.stderr");
+    let mut command = Command::new(&exe);
+    command
+        .arg("sluice")
+        .arg("--dir")
+        .arg(&sluice_dir)
+        .arg("--upstream-ca")
+        .arg(&upstream_ca)
+        .arg("--policy")
+        .arg(&policy)
+        // Debug, so that every connection error sluice reports is searched for the value.
+        .args(["--log", "info,sluice_proxy=debug"]);
+    for host in [GRANTED_HOST, UNGRANTED_HOST, BAD_TLS_HOST] {
+        command.arg("--pin").arg(host);
+    }
+    command.env(TOKEN_VAR, &value).env_remove("RUST_LOG");
+    let mut sluice = Spawned::start("sluice", command, &stderr_path, Ready::Line).await?;
+    let pid = sluice
+        .pid()
+        .ok_or_else(|| BenchError::peer("sluice", "exited right after starting"))?;
+    let read = |name: &str| {
+        let path = sluice_dir.join(name);
+        std::fs::read_to_string(&path)
+            .map(|s| s.trim().to_owned())
+            .map_err(BenchError::file(path))
+    };
+    let client = Arc::new(Client {
+        proxy: sluice.addr(),
+        proxy_auth: crate::harness::basic_auth(&read("proxy-url")?),
+        tls: ClientTls::trusting(&sluice_dir.join("ca.pem"))?,
+        placeholder: read("placeholder")?,
+        value: value.clone(),
+        good_port: upstreams.good.port(),
+        bad_tls_port: upstreams.bad_tls.port(),
+    });
+    let secs = args.secs.max(1);
+    let concurrency = args.concurrency.max(1);
+    eprintln!(
+        "sluice soak: {secs} s at concurrency {concurrency}; sluice is pid {pid}; run directory {}",
+        dir.display()
+    );
+    let mut violations = Vec::new();
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(load::run(
+        client,
+        concurrency,
+        started + Duration::from_secs(secs),
+        stop.clone(),
+    ));
+    // Watch sluice once a second while the load runs.
+    let mut samples = Vec::new();
+    let mut stderr = StderrWatch::new(&stderr_path, &value);
+    let mut last_progress = Instant::now();
+    while !load.is_finished() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Some(status) = sluice.exited() {
+            violations.push(format!(
+                "sluice exited during the soak ({status}); stderr: {}",
+                sluice.stderr_tail()
+            ));
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        if let Some(sample) = sample(pid, started) {
+            samples.push(sample);
+        }
+        if let Some(problem) = stderr.scan() {
+            violations.push(problem);
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        if last_progress.elapsed() >= Duration::from_secs(60) {
+            last_progress = Instant::now();
+            if let Some(last) = samples.last() {
+                eprintln!(
+                    "sluice soak: {:.0} s: RSS {} KiB, {} fds",
+                    last.at_s, last.rss_kib, last.fds
+                );
+            }
+        }
+    }
+    let tally = load.await.map_err(|e| BenchError::peer("soak load", e))?;
+    let elapsed = started.elapsed();
+    // Stop sluice: it drains, writes `stop` to the audit log and must exit 0.
+    match sluice.finish(Duration::from_secs(30)).await {
+        Some(status) if status.success() => {}
+        Some(status) => violations.push(format!("sluice exited with {status} when stopped")),
+        None => violations.push("sluice did not exit within 30 s of being stopped".to_owned()),
+    }
+    if let Some(problem) = stderr.scan() {
+        violations.push(problem);
+    }
+    let mut summary = Summary {
+        secs: elapsed.as_secs_f64(),
+        concurrency,
+        ..Summary::default()
+    };
+    judge_load(&tally, args, &mut summary, &mut violations);
+    judge_upstream(&upstreams.record, &mut summary, &mut violations);
+    judge_audit(
+        &sluice_dir.join("audit.jsonl"),
+        &value,
+        &mut summary,
+        &mut violations,
+    );
+    judge_resources(
+        &samples,
+        secs,
+        concurrency,
+        args,
+        &mut summary,
+        &mut violations,
+    );
+    summary.samples = samples;
+    summary.violations = violations;
+    if args.keep {
+        eprintln!("sluice soak: run directory kept: {}", tmp.keep().display());
+    }
+    Ok(summary)
+}
+
+/// RSS and open descriptors of `pid` now.
+fn sample(pid: u32, started: Instant) -> Option<Sample> {
+    let memory = child::memory(pid)?;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64;
+    Some(Sample {
+        at_s: started.elapsed().as_secs_f64(),
+        rss_kib: memory.rss_kib,
+        fds,
+    })
+}
+
+/// Reads what sluice has added to its stderr since the last look, for a panic or the value.
+struct StderrWatch<'a> {
+    path: &'a Path,
+    offset: u64,
+    value: StreamScan<'a>,
+    panic: StreamScan<'static>,
+}
+
+impl<'a> StderrWatch<'a> {
+    fn new(path: &'a Path, value: &'a str) -> Self {
+        Self {
+            path,
+            offset: 0,
+            value: StreamScan::new(value.as_bytes()),
+            panic: StreamScan::new(b"panicked"),
+        }
+    }
+
+    fn scan(&mut self) -> Option<String> {
+        let mut file = std::fs::File::open(self.path).ok()?;
+        let mut fresh = Vec::new();
+        file.seek(std::io::SeekFrom::Start(self.offset)).ok()?;
+        file.read_to_end(&mut fresh).ok()?;
+        self.offset += fresh.len() as u64;
+        self.value.push(&fresh);
+        self.panic.push(&fresh);
+        if self.value.found() {
+            Some("the real value appeared in sluice's stderr".to_owned())
+        } else if self.panic.found() {
+            Some(format!(
+                "sluice panicked; its stderr: {}",
+                String::from_utf8_lossy(&fresh)
+                    .lines()
+                    .find(|l| l.contains("panicked"))
+                    .unwrap_or("(the line was in an earlier read)")
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+fn judge_load(tally: &Tally, args: &SoakArgs, summary: &mut Summary, violations: &mut Vec<String>) {
+    summary.requests = tally.total();
+    summary.unexpected = tally.unexpected();
+    summary.h1_requests = tally.h1;
+    summary.h2_requests = tally.h2;
+    summary.tunnels = tally.tunnels;
+    for kind in Kind::all() {
+        let counts = tally.kinds.get(&kind).cloned().unwrap_or_default();
+        if counts.expected == 0 {
+            violations.push(format!(
+                "no {} request got what it must ({} unexpected: {:?})",
+                kind.name(),
+                counts.unexpected,
+                counts.reasons
+            ));
+        }
+        summary.kinds.push((kind.name().to_owned(), counts));
+    }
+    let percent = 100.0 * summary.unexpected as f64 / summary.requests.max(1) as f64;
+    if percent > args.max_unexpected_percent {
+        violations.push(format!(
+            "{} of {} requests ({percent:.2}%) got something other than their kind requires, over the {}% allowed",
+            summary.unexpected, summary.requests, args.max_unexpected_percent
+        ));
+    }
+    for leak in tally.leaks.iter().take(10) {
+        violations.push(format!("the client received the real value: {leak}"));
+    }
+}
+
+fn judge_upstream(record: &upstream::Record, summary: &mut Summary, violations: &mut Vec<String>) {
+    let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+    summary.upstream_requests = load(&record.requests);
+    summary.upstream_swaps = load(&record.swaps);
+    summary.bad_tls_attempts = load(&record.bad_tls_attempts);
+    let leaks = load(&record.leak_count);
+    if leaks > 0 {
+        let described = record.leaks.lock().unwrap_or_else(|e| e.into_inner());
+        violations.push(format!(
+            "the real value reached the upstream {leaks} times outside the granted header: {}",
+            described.join("; ")
+        ));
+    }
+    if summary.upstream_swaps == 0 {
+        violations.push("the upstream never saw a swapped header".to_owned());
+    }
+    let arrived = load(&record.refused_arrived);
+    if arrived > 0 {
+        violations.push(format!(
+            "{arrived} requests that sluice must refuse reached the upstream"
+        ));
+    }
+    let handshakes = load(&record.bad_tls_handshakes);
+    if handshakes > 0 {
+        violations.push(format!(
+            "sluice completed {handshakes} handshakes with the upstream whose certificate names another host"
+        ));
+    }
+}
+
+fn judge_audit(path: &Path, value: &str, summary: &mut Summary, violations: &mut Vec<String>) {
+    match sluice_proxy::audit::verify(path) {
+        Ok(verified) => {
+            summary.audit_events = verified.lines;
+            summary.audit_swaps = verified.counts.swap;
+            summary.audit_refusals = verified.counts.refuse;
+            summary.audit_redactions = verified.counts.redact;
+            if !verified.complete {
+                violations.push("the audit log has no stop record".to_owned());
+            }
+            if verified.counts.refuse == 0 || verified.counts.swap == 0 {
+                violations.push(format!(
+                    "the audit log records {} swaps and {} refusals; expected both",
+                    verified.counts.swap, verified.counts.refuse
+                ));
+            }
+        }
+        Err(e) => violations.push(format!("`sluice audit verify` fails: {e}")),
+    }
+    let mut scan = StreamScan::new(value.as_bytes());
+    match std::fs::File::open(path) {
+        Ok(mut file) => {
+            let mut buf = vec![0u8; 1 << 20];
+            while let Ok(n) = file.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                scan.push(&buf[..n]);
+            }
+            if scan.found() {
+                violations.push("the real value appeared in the audit log".to_owned());
+            }
+        }
+        Err(e) => violations.push(format!("cannot read the audit log: {e}")),
+    }
+}
+
+fn judge_resources(
+    samples: &[Sample],
+    secs: u64,
+    concurrency: usize,
+    args: &SoakArgs,
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    let warmup = secs as f64 * 0.2;
+    let (warm, after): (Vec<Sample>, Vec<Sample>) = samples.iter().partition(|s| s.at_s < warmup);
+    let range = |set: &[Sample], f: fn(&Sample) -> u64| Range::of(set.iter().map(f));
+    let (Some(rss_warm), Some(fds_warm), Some(rss_after), Some(fds_after)) = (
+        range(&warm, |s| s.rss_kib),
+        range(&warm, |s| s.fds),
+        range(&after, |s| s.rss_kib),
+        range(&after, |s| s.fds),
+    ) else {
+        violations.push(format!(
+            "too few samples of sluice's memory and descriptors ({} in {secs} s)",
+            samples.len()
+        ));
+        return;
+    };
+    summary.rss_warmup_kib = rss_warm;
+    summary.rss_after_kib = rss_after;
+    summary.fds_warmup = fds_warm;
+    summary.fds_after = fds_after;
+    summary.rss_bound_kib = rss_warm.max + args.rss_growth_mib * 1024;
+    summary.fd_bound = fds_warm.max + args.fd_slack.unwrap_or(2 * concurrency as u64);
+    if rss_after.max > summary.rss_bound_kib {
+        violations.push(format!(
+            "resident memory grew to {} KiB after the warm-up, over the bound of {} KiB (warm-up peak + {} MiB)",
+            rss_after.max, summary.rss_bound_kib, args.rss_growth_mib
+        ));
+    }
+    if fds_after.max > summary.fd_bound {
+        violations.push(format!(
+            "open descriptors grew to {} after the warm-up, over the bound of {} (warm-up peak {} + slack)",
+            fds_after.max, summary.fd_bound, fds_warm.max
+        ));
+    }
+}
+
+/// The summary as a short text.
+fn text(summary: &Summary) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "sluice soak: {:.0} s at concurrency {}: {} requests ({} HTTP/1.1, {} HTTP/2) on {} new tunnels, {} unexpected",
+        summary.secs,
+        summary.concurrency,
+        summary.requests,
+        summary.h1_requests,
+        summary.h2_requests,
+        summary.tunnels,
+        summary.unexpected
+    );
+    let _ = writeln!(
+        out,
+        "  {:<24} {:>10} {:>10}",
+        "kind", "as-required", "unexpected"
+    );
+    for (name, counts) in &summary.kinds {
+        let _ = writeln!(
+            out,
+            "  {name:<24} {:>10} {:>10}",
+            counts.expected, counts.unexpected
+        );
+        for reason in &counts.reasons {
+            let _ = writeln!(out, "      e.g. {reason}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  upstream: {} requests, {} with the value swapped in; {} connections to the wrong-certificate upstream, none completed",
+        summary.upstream_requests, summary.upstream_swaps, summary.bad_tls_attempts
+    );
+    let _ = writeln!(
+        out,
+        "  audit log: {} events ({} swaps, {} refusals, {} redactions)",
+        summary.audit_events, summary.audit_swaps, summary.audit_refusals, summary.audit_redactions
+    );
+    let _ = writeln!(
+        out,
+        "  RSS KiB: warm-up {}..{}, after {}..{} (bound {})",
+        summary.rss_warmup_kib.min,
+        summary.rss_warmup_kib.max,
+        summary.rss_after_kib.min,
+        summary.rss_after_kib.max,
+        summary.rss_bound_kib
+    );
+    let _ = writeln!(
+        out,
+        "  open fds: warm-up {}..{}, after {}..{} (bound {})",
+        summary.fds_warmup.min,
+        summary.fds_warmup.max,
+        summary.fds_after.min,
+        summary.fds_after.max,
+        summary.fd_bound
+    );
+    if summary.violations.is_empty() {
+        let _ = write!(out, "  verdict: PASS");
+    } else {
+        let _ = write!(
+            out,
+            "  verdict: FAIL ({} violations)",
+            summary.violations.len()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declaration_loads_cleanly() {
+        let loaded =
+            sluice_policies::Policy::parse(&declaration(), "soak.yaml").unwrap_or_else(|d| {
+                panic!(
+                    "{:?}",
+                    d.0.iter().map(ToString::to_string).collect::<Vec<_>>()
+                )
+            });
+        assert!(loaded.warnings.is_empty());
+    }
+
+    #[test]
+    fn ranges_span_their_values() {
+        let range = Range::of([5, 3, 9].into_iter()).expect("values");
+        assert_eq!((range.min, range.max), (3, 9));
+        assert!(Range::of(std::iter::empty()).is_none());
+    }
+}

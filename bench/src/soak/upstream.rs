@@ -1,0 +1,399 @@
+//! The soak's faulty, recording TLS upstream, in the harness's own process: it answers
+//! normally, resets mid-body, stalls before the head or inside the body, echoes the secret
+//! value; and a second listener that fails every handshake (its certificate names another
+//! host). It records where the real value ever arrived, so the soak can tell a swap from a
+//! leak.
+//!
+//! The value may arrive in exactly one place: the `Authorization` header, as
+//! `Bearer VALUE`, of a request toward the granted host (TLS SNI and `Host` both naming
+//! it). Anywhere else (method, target, another header, a body, another host) is a leak.
+//! Both listeners are on 127.0.0.1 and never anywhere else.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls::ServerConfig;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use super::body::{self, SoakBody, StreamScan};
+use crate::error::BenchError;
+
+/// The host the secret is granted to.
+pub(crate) const GRANTED_HOST: &str = "granted.soak.test";
+/// A host sluice may reach, that the secret does not grant.
+pub(crate) const UNGRANTED_HOST: &str = "ungranted.soak.test";
+/// A host whose upstream presents a certificate for another name.
+pub(crate) const BAD_TLS_HOST: &str = "badtls.soak.test";
+/// The name the bad-TLS upstream's certificate holds instead.
+const ELSEWHERE_HOST: &str = "elsewhere.soak.test";
+
+/// Size of `/stream` (and of what `/reset` announces).
+pub(crate) const STREAM_BYTES: usize = 256 * 1024;
+/// Size of each chunk the upstream sends.
+const CHUNK: usize = 16 * 1024;
+/// What `/ok` answers.
+pub(crate) const OK_BODY: &[u8] = b"{\"status\":\"ok\",\"items\":[1,2,3]}\n";
+/// The path of requests sluice must refuse; one that arrives is counted.
+pub(crate) const REFUSED_PATH: &str = "/must-be-refused";
+/// The most leak descriptions kept (all are counted).
+const KEPT_LEAKS: usize = 20;
+
+/// What the upstream saw, shared with the soak.
+#[derive(Default)]
+pub(crate) struct Record {
+    /// Requests received (on the good listener).
+    pub(crate) requests: AtomicU64,
+    /// Requests that carried the real value in the granted place (a swap).
+    pub(crate) swaps: AtomicU64,
+    /// Requests that sluice should have refused, which arrived nonetheless.
+    pub(crate) refused_arrived: AtomicU64,
+    /// Connections to the bad-TLS listener, and handshakes that completed there.
+    pub(crate) bad_tls_attempts: AtomicU64,
+    /// Handshakes the bad-TLS listener completed (sluice must abort each).
+    pub(crate) bad_tls_handshakes: AtomicU64,
+    /// Leaks: how many, and the first few described (never with the value).
+    pub(crate) leak_count: AtomicU64,
+    /// The first few leaks, described.
+    pub(crate) leaks: Mutex<Vec<String>>,
+}
+
+impl Record {
+    fn leak(&self, what: String) {
+        self.leak_count.fetch_add(1, Ordering::Relaxed);
+        let mut leaks = self.leaks.lock().unwrap_or_else(|e| e.into_inner());
+        if leaks.len() < KEPT_LEAKS {
+            leaks.push(what);
+        }
+    }
+}
+
+/// The two running listeners.
+pub(crate) struct Upstreams {
+    /// The normal (and faulty) upstream, for the granted and the ungranted host.
+    pub(crate) good: SocketAddr,
+    /// The upstream whose certificate names another host.
+    pub(crate) bad_tls: SocketAddr,
+    /// What they saw.
+    pub(crate) record: Arc<Record>,
+}
+
+struct State {
+    value: Vec<u8>,
+    record: Arc<Record>,
+}
+
+/// Mints a CA (its certificate written to `ca_path`), starts both listeners on 127.0.0.1.
+pub(crate) async fn start(ca_path: &Path, value: &str) -> Result<Upstreams, BenchError> {
+    let (good_config, bad_config) = server_configs(ca_path)?;
+    let bind = || async {
+        TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| BenchError::peer("soak upstream", format!("bind: {e}")))
+    };
+    let good_listener = bind().await?;
+    let bad_listener = bind().await?;
+    let addr = |l: &TcpListener| {
+        l.local_addr()
+            .map_err(|e| BenchError::peer("soak upstream", e))
+    };
+    let upstreams = Upstreams {
+        good: addr(&good_listener)?,
+        bad_tls: addr(&bad_listener)?,
+        record: Arc::new(Record::default()),
+    };
+    let state = Arc::new(State {
+        value: value.as_bytes().to_vec(),
+        record: upstreams.record.clone(),
+    });
+    tokio::spawn(accept_good(
+        good_listener,
+        TlsAcceptor::from(good_config),
+        state,
+    ));
+    tokio::spawn(accept_bad(
+        bad_listener,
+        TlsAcceptor::from(bad_config),
+        upstreams.record.clone(),
+    ));
+    Ok(upstreams)
+}
+
+/// The good listener's configuration (a leaf for the granted and ungranted hosts) and the
+/// bad one's (a leaf from the same CA for another name).
+fn server_configs(ca_path: &Path) -> Result<(Arc<ServerConfig>, Arc<ServerConfig>), BenchError> {
+    let tls = |e: rcgen::Error| BenchError::Tls(e.to_string());
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(tls)?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "sluice soak upstream CA");
+    let issuer =
+        CertifiedIssuer::self_signed(params, KeyPair::generate().map_err(tls)?).map_err(tls)?;
+    std::fs::write(ca_path, issuer.pem()).map_err(BenchError::file(ca_path))?;
+    let config = |names: &[&str]| -> Result<Arc<ServerConfig>, BenchError> {
+        let key = KeyPair::generate().map_err(tls)?;
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let leaf = CertificateParams::new(names)
+            .map_err(tls)?
+            .signed_by(&key, &issuer)
+            .map_err(tls)?;
+        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let mut config = ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![CertificateDer::from(leaf.der().to_vec())], key_der)
+            .map_err(|e| BenchError::Tls(e.to_string()))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    };
+    Ok((
+        config(&[GRANTED_HOST, UNGRANTED_HOST])?,
+        config(&[ELSEWHERE_HOST])?,
+    ))
+}
+
+async fn accept_bad(listener: TcpListener, acceptor: TlsAcceptor, record: Arc<Record>) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        record.bad_tls_attempts.fetch_add(1, Ordering::Relaxed);
+        let acceptor = acceptor.clone();
+        let record = record.clone();
+        tokio::spawn(async move {
+            let handshake = tokio::time::timeout(Duration::from_secs(30), acceptor.accept(tcp));
+            if let Ok(Ok(_tls)) = handshake.await {
+                record.bad_tls_handshakes.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+}
+
+async fn accept_good(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let Ok(Ok(tls)) =
+                tokio::time::timeout(Duration::from_secs(30), acceptor.accept(tcp)).await
+            else {
+                return;
+            };
+            let sni: Arc<str> = tls.get_ref().1.server_name().unwrap_or("").into();
+            let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let service = service_fn(move |request| {
+                let state = state.clone();
+                let sni = sni.clone();
+                async move { Ok::<_, Infallible>(serve(request, &sni, &state).await) }
+            });
+            let io = TokioIo::new(tls);
+            if is_h2 {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(io, service)
+                    .await;
+            } else {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            }
+        });
+    }
+}
+
+/// The request's host, from `Host` or the `:authority`, without its port.
+fn request_host(parts: &http::request::Parts) -> String {
+    let authority = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| parts.uri.authority().map(|a| a.as_str().to_owned()))
+        .unwrap_or_default();
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host.to_owned(),
+        _ => authority,
+    }
+    .to_ascii_lowercase()
+}
+
+async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response<SoakBody> {
+    let record = &state.record;
+    record.requests.fetch_add(1, Ordering::Relaxed);
+    let (parts, incoming) = request.into_parts();
+    let host = request_host(&parts);
+    let value = state.value.as_slice();
+    let granted = sni == GRANTED_HOST && host == GRANTED_HOST;
+    let path = parts.uri.path().to_owned();
+    let place = format!("{} {path} (SNI {sni:?}, host {host:?})", parts.method);
+    // Where the real value arrived: only `Authorization: Bearer VALUE` toward the granted
+    // host is a swap; everything else is a leak.
+    if body::contains(parts.method.as_str().as_bytes(), value) {
+        record.leak(format!("{place}: the value in the method"));
+    }
+    if body::contains(parts.uri.to_string().as_bytes(), value) {
+        record.leak(format!("{place}: the value in the target"));
+    }
+    for (name, header) in &parts.headers {
+        if body::contains(name.as_str().as_bytes(), value) {
+            record.leak(format!("{place}: the value in a header name"));
+        }
+        if !body::contains(header.as_bytes(), value) {
+            continue;
+        }
+        let is_bearer = header.as_bytes().strip_prefix(b"Bearer ") == Some(value);
+        if granted && name == http::header::AUTHORIZATION && is_bearer {
+            record.swaps.fetch_add(1, Ordering::Relaxed);
+        } else {
+            record.leak(format!("{place}: the value in header {name}"));
+        }
+    }
+    // The body, scanned as it streams (an upload is 256 KiB).
+    let mut scan = StreamScan::new(value);
+    let mut received = 0u64;
+    let mut incoming = incoming;
+    while let Some(frame) = incoming.frame().await {
+        let Ok(frame) = frame else { break };
+        if let Ok(data) = frame.into_data() {
+            received += data.len() as u64;
+            scan.push(&data);
+        }
+    }
+    if scan.found() {
+        record.leak(format!("{place}: the value in the body"));
+    }
+    if path == REFUSED_PATH {
+        record.refused_arrived.fetch_add(1, Ordering::Relaxed);
+    }
+    let auth_seen = match parts.headers.get(http::header::AUTHORIZATION) {
+        Some(v) if v.as_bytes().strip_prefix(b"Bearer ") == Some(value) => "real",
+        Some(_) => "other",
+        None => "absent",
+    };
+    let stall = query_ms(parts.uri.query()).unwrap_or(0);
+    let mut response = match path.as_str() {
+        "/ok" => Response::new(body::full(OK_BODY)),
+        "/stream" => Response::new(fed(None, move |feed| async move {
+            for _ in 0..STREAM_BYTES / CHUNK {
+                feed.send(Ok(filler(CHUNK))).await.ok()?;
+            }
+            Some(())
+        })),
+        "/upload" => Response::new(body::full(format!("received {received}\n"))),
+        "/echo" => echo(value),
+        "/reset" => Response::new(fed(Some(STREAM_BYTES as u64), |feed| async move {
+            feed.send(Ok(filler(CHUNK))).await.ok()?;
+            // The upstream gives up mid-body: hyper closes the connection (HTTP/1.1) or
+            // resets the stream (HTTP/2).
+            feed.send(Err("upstream reset mid-body".into())).await.ok()
+        })),
+        "/stall-head" => {
+            tokio::time::sleep(Duration::from_millis(stall)).await;
+            Response::new(body::full(OK_BODY))
+        }
+        "/stall-body" => Response::new(fed(None, move |feed| async move {
+            feed.send(Ok(filler(CHUNK))).await.ok()?;
+            tokio::time::sleep(Duration::from_millis(stall)).await;
+            feed.send(Ok(filler(CHUNK))).await.ok()
+        })),
+        _ => {
+            let mut response = Response::new(body::empty());
+            *response.status_mut() = StatusCode::NOT_FOUND;
+            response
+        }
+    };
+    response
+        .headers_mut()
+        .insert("x-soak-auth", HeaderValue::from_static(auth_seen));
+    response
+}
+
+/// `ms=N` from a query.
+fn query_ms(query: Option<&str>) -> Option<u64> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("ms="))?
+        .parse()
+        .ok()
+}
+
+/// A body a spawned task feeds; the task ends when the client goes away.
+fn fed<F, Fut>(exact: Option<u64>, feeder: F) -> SoakBody
+where
+    F: FnOnce(body::Feed) -> Fut,
+    Fut: std::future::Future<Output = Option<()>> + Send + 'static,
+{
+    let (feed, body) = body::channel(exact);
+    tokio::spawn(feeder(feed));
+    body
+}
+
+/// `len` bytes of filler.
+fn filler(len: usize) -> Bytes {
+    let line = b"sluice soak filler: the quick brown fox jumps over the lazy dog 0123456789\n";
+    line.iter()
+        .copied()
+        .cycle()
+        .take(len)
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// The value in two response headers and, split across chunks, three times in the body:
+/// raw, in JSON, and in a query string.
+fn echo(value: &[u8]) -> Response<SoakBody> {
+    let text = String::from_utf8_lossy(value).into_owned();
+    let body_text =
+        format!("token={text}\n{{\"token\":\"{text}\"}}\nhttps://x.test/?t={text}&u=1\n");
+    let bytes = Bytes::from(body_text.into_bytes());
+    let response_body = fed(None, move |feed| async move {
+        // Three-byte chunks: every value is split across several.
+        let mut at = 0;
+        while at < bytes.len() {
+            let end = (at + 3).min(bytes.len());
+            feed.send(Ok(bytes.slice(at..end))).await.ok()?;
+            at = end;
+        }
+        Some(())
+    });
+    let mut response = Response::new(response_body);
+    if let Ok(header) = HeaderValue::from_str(&text) {
+        response.headers_mut().insert("x-soak-echo", header);
+    }
+    if let Ok(cookie) = HeaderValue::from_str(&format!("t={text}; Path=/")) {
+        response
+            .headers_mut()
+            .insert(http::header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalls_are_read_from_the_query() {
+        assert_eq!(query_ms(Some("ms=250")), Some(250));
+        assert_eq!(query_ms(Some("a=1&ms=20000")), Some(20000));
+        assert_eq!(query_ms(Some("a=1")), None);
+        assert_eq!(query_ms(None), None);
+    }
+}
