@@ -49,21 +49,31 @@ impl Resolver {
                 })?
                 .collect()
         };
-        if answers.is_empty() {
-            return Err(UpstreamError::Resolve {
-                host: host.to_owned(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
-            });
-        }
-        for addr in &answers {
-            check(*addr, allow_ips, own_listeners).map_err(|why| UpstreamError::Blocked {
-                host: host.to_owned(),
-                addr: *addr,
-                why,
-            })?;
-        }
-        Ok(answers)
+        check_answers(host, answers, allow_ips, own_listeners)
     }
+}
+
+/// Every answer for `host` passes the address policy, or none is dialled.
+fn check_answers(
+    host: &str,
+    answers: Vec<SocketAddr>,
+    allow_ips: &(dyn Fn(IpAddr) -> bool + Send + Sync),
+    own_listeners: &[SocketAddr],
+) -> Result<Vec<SocketAddr>, UpstreamError> {
+    if answers.is_empty() {
+        return Err(UpstreamError::Resolve {
+            host: host.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
+        });
+    }
+    for addr in &answers {
+        check(*addr, allow_ips, own_listeners).map_err(|why| UpstreamError::Blocked {
+            host: host.to_owned(),
+            addr: *addr,
+            why,
+        })?;
+    }
+    Ok(answers)
 }
 
 /// Why a dial was refused.
@@ -124,6 +134,25 @@ mod tests {
     }
     fn loopback_allowed(ip: IpAddr) -> bool {
         ip == IpAddr::from([127, 0, 0, 1])
+    }
+
+    #[test]
+    fn a_name_mixing_public_and_private_answers_is_refused_whole() {
+        let public: SocketAddr = "93.184.216.34:443".parse().unwrap();
+        let answers = |second: &str| vec![public, second.parse().unwrap()];
+        for private in ["10.0.0.7:443", "169.254.169.254:443", "[fd00::1]:443", "[::1]:443"] {
+            match check_answers("mixed.example", answers(private), &none, &[]) {
+                Err(UpstreamError::Blocked { addr, .. }) => assert_eq!(addr.to_string(), private),
+                other => panic!("{private}: {other:?}"),
+            }
+        }
+        let both_public = vec![public, "1.1.1.1:443".parse().unwrap()];
+        let dialled = check_answers("public.example", both_public.clone(), &none, &[]);
+        assert_eq!(dialled.unwrap(), both_public);
+        assert!(matches!(
+            check_answers("empty.example", Vec::new(), &none, &[]),
+            Err(UpstreamError::Resolve { .. })
+        ));
     }
 
     #[test]
