@@ -27,6 +27,7 @@ pub mod listen;
 pub mod refusal;
 pub mod rewrite;
 pub mod server;
+pub mod suites;
 pub mod tls;
 pub mod upstream;
 

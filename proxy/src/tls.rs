@@ -41,6 +41,9 @@ pub enum HandshakeRefused {
         /// The CA's reason.
         why: String,
     },
+    /// rustls refused the server configuration (never with its default protocol versions).
+    #[error("TLS configuration refused: {0}")]
+    Config(#[from] rustls::Error),
     /// The handshake did not complete.
     #[error("TLS handshake failed: {0}")]
     Io(#[from] std::io::Error),
@@ -49,7 +52,8 @@ pub enum HandshakeRefused {
     Timeout,
 }
 
-/// Server configurations per host, each with the host's leaf and ALPN `h2`, `http/1.1`.
+/// Server configurations per host, each with the host's leaf, ALPN `h2`, `http/1.1`, and
+/// sluice's suite order ([`crate::suites`]).
 /// Kept so that a new tunnel to a known host costs a handshake, not a configuration.
 pub struct Terminator {
     ca: Arc<RunCa>,
@@ -112,10 +116,13 @@ impl Terminator {
             host: host.to_owned(),
             why: e.to_string(),
         })?;
-        let mut config = ServerConfig::builder()
+        let mut config = ServerConfig::builder_with_provider(crate::suites::provider())
+            .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(SingleCertAndKey::from(leaf)));
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        // sluice's suite order (AES-128-GCM first, see `suites`), not the client's.
+        config.ignore_client_order = true;
         let config = Arc::new(config);
         if configs.len() >= CONFIG_CACHE_CAPACITY {
             configs.clear();

@@ -205,7 +205,8 @@ impl Upstream {
                 })?;
             }
         }
-        let mut tls = rustls::ClientConfig::builder()
+        let mut tls = rustls::ClientConfig::builder_with_provider(crate::suites::provider())
+            .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
         let mut tls_http1 = tls.clone();
