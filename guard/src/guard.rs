@@ -190,6 +190,22 @@ impl GuardBuilder {
                 reason: e.to_string(),
             })?;
 
+        // Header and trailer names reach sluice lowercased: values are matched there without
+        // regard to ASCII case (placeholders are no matter in a name: they are not secret).
+        let (name_texts, name_secrets): (Vec<&[u8]>, Vec<SecretId>) = texts
+            .iter()
+            .zip(&infos)
+            .filter(|(_, info)| info.form != Form::Placeholder)
+            .map(|(text, info)| (text.as_slice(), info.secret))
+            .unzip();
+        let names = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&name_texts)
+            .map_err(|e| GuardError::Matcher {
+                reason: e.to_string(),
+            })?;
+
         let mut first_bytes = [false; 256];
         for t in &texts {
             first_bytes[usize::from(t[0])] = true;
@@ -207,6 +223,8 @@ impl GuardBuilder {
         Ok(Guard {
             secrets: self.secrets,
             matcher,
+            names,
+            name_secrets,
             patterns: infos,
             sorted,
             first_bytes,
@@ -313,6 +331,10 @@ pub(crate) struct PatternInfo {
 pub struct Guard {
     secrets: Vec<Secret>,
     matcher: AhoCorasick,
+    /// Every value form (no placeholder), matched without regard to ASCII case: for names.
+    names: AhoCorasick,
+    /// The secret of each of `names`' patterns.
+    name_secrets: Vec<SecretId>,
     patterns: Vec<PatternInfo>,
     /// Every distinct pattern text, sorted, to tell whether a stream's tail may still grow into
     /// a match.
@@ -403,7 +425,9 @@ impl Guard {
 
     /// The heap memory the automaton and its prefilter use, in bytes.
     pub fn memory_usage(&self) -> usize {
-        self.matcher.memory_usage() + self.active_filter().map_or(0, QgramFilter::memory_usage)
+        self.matcher.memory_usage()
+            + self.names.memory_usage()
+            + self.active_filter().map_or(0, QgramFilter::memory_usage)
     }
 
     /// The longest pattern, in bytes: a streaming rewriter holds back less than this.
@@ -425,6 +449,32 @@ impl Guard {
                 end: m.end(),
             }
         })
+    }
+
+    /// The secret whose value (in any encoding) a header or trailer *name* holds, ignoring
+    /// ASCII case, if any.
+    ///
+    /// HTTP stacks lowercase names, so a value spelled into one arrives case-folded, where
+    /// [`Guard::is_match`] (exact bytes) would miss it. A name cannot carry a placeholder
+    /// either, so the caller drops such a header rather than rewriting it.
+    ///
+    /// ```
+    /// use sluice_guard::{Guard, Placeholder, SecretValue};
+    /// let mut builder = Guard::builder();
+    /// let key = builder.add(
+    ///     "aws_key",
+    ///     Placeholder::mint("aws_key", &[1; 12]),
+    ///     SecretValue::from("AKIAIOSFODNN7EXAMPLE"),
+    /// )?;
+    /// let guard = builder.build()?;
+    /// assert_eq!(guard.value_in_name(b"x-akiaiosfodnn7example"), Some(key));
+    /// assert_eq!(guard.value_in_name(b"x-request-id"), None);
+    /// # Ok::<(), sluice_guard::GuardError>(())
+    /// ```
+    pub fn value_in_name(&self, name: &[u8]) -> Option<SecretId> {
+        self.names
+            .find(name)
+            .map(|m| self.name_secrets[m.pattern().as_usize()])
     }
 
     /// Whether `haystack` holds any placeholder or known value.

@@ -81,6 +81,12 @@ impl Tally {
         total
     }
 
+    /// Counts one redaction of `id` done outside a rewrite (a header dropped because its
+    /// name held the value, say).
+    pub fn add_redaction(&mut self, id: SecretId) {
+        self.entry(id.index()).redacted += 1;
+    }
+
     /// Adds another tally's counts to this one.
     pub fn merge(&mut self, other: &Tally) {
         for (i, c) in other.counts.iter().enumerate() {

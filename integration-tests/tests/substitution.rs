@@ -612,3 +612,37 @@ async fn a_placeholder_in_request_trailers_is_never_swapped() {
     );
     world.proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_value_spelled_into_a_header_name_is_refused_in_any_letter_case() {
+    let world = World::new().await;
+    // HTTP stacks lowercase names: the value arrives as `x-bk-real-value-5555555555`, which
+    // an exact scan would not see.
+    let header = format!("X-{BODY_KEY}: 1");
+    for protocol in ["--http1.1", "--http2"] {
+        let out = world
+            .curl(
+                &[protocol, "-H", &header],
+                world.url("other.test", "/steal"),
+            )
+            .await;
+        assert_eq!(out.status, 403, "{protocol}: {out:?}");
+        assert!(
+            out.body.contains("sluice-error: secret-value-refused")
+                && out.body.contains("body_key"),
+            "{protocol}: {}",
+            out.body
+        );
+        assert_no_leak(protocol, &out.body);
+        assert!(
+            !out.body
+                .to_ascii_lowercase()
+                .contains(&BODY_KEY.to_ascii_lowercase())
+        );
+    }
+    assert!(
+        world.upstream.records().is_empty(),
+        "nothing reaches the upstream: {:?}",
+        world.upstream.records()
+    );
+}

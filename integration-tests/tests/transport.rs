@@ -395,7 +395,7 @@ async fn worker_threads_serve_every_protocol_and_drain_at_shutdown() {
     let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"h2", b"http/1.1"]).await;
     let proxy = TestProxy::start_with(POLICY, &pki, HOSTS, |config| config.workers = 2).await;
     let port = upstream.port();
-    // Several clients at once, so that both workers accept.
+    // Several clients at once, on workers that share the one listener.
     let clients: Vec<_> = (0..8)
         .map(|i| {
             let flag = if i % 2 == 0 { "--http1.1" } else { "--http2" };

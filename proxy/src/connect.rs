@@ -19,7 +19,7 @@ use sluice_policies::Reach;
 use crate::audit::{Event, EventKind};
 use crate::authority::Target;
 use crate::body::{self, Body};
-use crate::forward;
+use crate::forward::{self, Tunnel};
 use crate::listen::ConnSlot;
 use crate::refusal::Refusal;
 use crate::rewrite::request::{PlanCache, check_authority};
@@ -122,7 +122,6 @@ async fn intercept<IO>(io: IO, target: Target, shared: Arc<Shared>, slot: ConnSl
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let _slot = slot;
     let (tls, is_h2) = match shared.terminator.accept(io, &target).await {
         Ok(accepted) => accepted,
         Err(refused) => {
@@ -139,18 +138,18 @@ where
             return;
         }
     };
-    let target = Arc::new(target);
     // Every request on this tunnel has the same target, so the same plans.
-    let plans = Arc::new(PlanCache::default());
+    let tunnel = Arc::new(Tunnel {
+        target,
+        plans: PlanCache::default(),
+        slot,
+    });
     let service = {
         let shared = shared.clone();
         service_fn(move |request| {
             let shared = shared.clone();
-            let target = target.clone();
-            let plans = plans.clone();
-            async move {
-                Ok::<_, Infallible>(forward::intercepted(request, &target, &plans, &shared).await)
-            }
+            let tunnel = tunnel.clone();
+            async move { Ok::<_, Infallible>(forward::intercepted(request, &tunnel, &shared).await) }
         })
     };
     let io = TokioIo::new(tls);

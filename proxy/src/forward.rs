@@ -19,6 +19,7 @@ use crate::audit::{Event, EventKind};
 use crate::authority::{self, Target};
 use crate::body::{self, Body};
 use crate::headers;
+use crate::listen::ConnSlot;
 use crate::refusal::Refusal;
 use crate::rewrite::codec::{self, Decoder, Encoder};
 use crate::rewrite::request::{Outbound, Place, PlanCache, check_authority};
@@ -27,16 +28,27 @@ use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
 use crate::server::Shared;
 use crate::upstream::{SendError, UpstreamError};
 
-/// A request inside an intercepted tunnel to `target`.
+/// What every request of one intercepted tunnel shares.
+pub struct Tunnel {
+    /// The CONNECT target, which the grants were decided for.
+    pub target: Target,
+    /// The plans, decided once per tunnel and place.
+    pub plans: PlanCache,
+    /// The client connection's slot. Whatever outlives a request (an upgraded connection)
+    /// holds a clone, so that the connection limit and the drain at shutdown count it.
+    pub slot: ConnSlot,
+}
+
+/// A request inside an intercepted tunnel.
 pub async fn intercepted(
     request: Request<Incoming>,
-    target: &Target,
-    plans: &PlanCache,
+    tunnel: &Tunnel,
     shared: &Arc<Shared>,
 ) -> Response<Body> {
     let (parts, incoming) = request.into_parts();
+    let target = &tunnel.target;
     let log = Exchange::new(shared, target, &parts);
-    let mode = Mode::Intercepted(plans);
+    let mode = Mode::Intercepted(tunnel);
     match try_forward(parts, incoming, target, shared, mode, &log).await {
         Ok(response) => response,
         Err(refusal) => {
@@ -76,7 +88,7 @@ pub async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<
 /// Whether the request came through a TLS tunnel (with the tunnel's plans) or in the clear.
 #[derive(Clone, Copy)]
 enum Mode<'a> {
-    Intercepted(&'a PlanCache),
+    Intercepted(&'a Tunnel),
     Plain,
 }
 
@@ -147,8 +159,8 @@ async fn try_forward(
     parts.headers.remove(HOST);
     // The scan: swap where granted, refuse everything else. Plain HTTP is never swapped.
     let outbound = match mode {
-        Mode::Intercepted(plans) => {
-            Outbound::new(&shared.guard, &shared.policy, target).with_cache(plans)
+        Mode::Intercepted(tunnel) => {
+            Outbound::new(&shared.guard, &shared.policy, target).with_cache(&tunnel.plans)
         }
         Mode::Plain => Outbound::plain(&shared.guard, &shared.policy, target),
     };
@@ -167,8 +179,14 @@ async fn try_forward(
         &outbound, &mut parts, incoming, shared, log, &stopped, buffering,
     )
     .await?;
-    if let Some(protocol) = upgrade {
-        return upgrade_exchange(parts, body, protocol, target, shared, log).await;
+    if let Some(protocol) = upgrade
+        && let Mode::Intercepted(tunnel) = mode
+    {
+        let exchange = Upgrade {
+            protocol,
+            slot: tunnel.slot.clone(),
+        };
+        return upgrade_exchange(parts, body, exchange, target, shared, log).await;
     }
     // Responses must come back in a coding sluice can decode, to be scanned.
     if parts.headers.contains_key(ACCEPT_ENCODING) {
@@ -327,10 +345,16 @@ async fn outbound_body(
 /// An upgrade (WebSocket): the handshake is scanned and swapped like any request, sent on
 /// a fresh HTTP/1.1 connection, and on `101` both sides are joined. Frames after the
 /// handshake are not inspected (docs/threat-model.md).
+/// An upgrade a request asks for, and the connection slot its joined streams will hold.
+struct Upgrade {
+    protocol: HeaderValue,
+    slot: ConnSlot,
+}
+
 async fn upgrade_exchange(
     mut parts: Parts,
     body: Body,
-    protocol: HeaderValue,
+    Upgrade { protocol, slot }: Upgrade,
     target: &Target,
     shared: &Arc<Shared>,
     log: &Exchange,
@@ -388,6 +412,8 @@ async fn upgrade_exchange(
             .reason("upgrade: frames after the handshake are not inspected"),
     );
     tokio::spawn(async move {
+        // The joined streams count against the connection limit until they close.
+        let _slot = slot;
         let (Ok(client), Ok(upstream)) = tokio::join!(client_side, upstream_side) else {
             return;
         };

@@ -41,31 +41,33 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 /// The protocol an HTTP/1.1 request asks to upgrade to (`Connection: upgrade` with an
-/// `Upgrade` header), if any.
+/// `Upgrade` header), if it is one sluice carries: WebSocket only.
 ///
-/// `h2c` is never one: it is cleartext HTTP/2, undefined over TLS (RFC 9113 §3.1), and an
-/// upstream that accepted it would carry HTTP past the scan and the redaction. Such a
-/// request goes on as a plain HTTP/1.1 request, its `Upgrade` headers removed.
+/// After a `101` the two sides are joined and nothing more is scanned or redacted, so only
+/// WebSocket, whose handshake sluice scans and whose use is expected, may do that. Any other
+/// protocol (`h2c`, cleartext HTTP/2 that would carry HTTP past the scan; `TLS/1.0`; made-up
+/// ones) is no upgrade: the request goes on as a plain HTTP/1.1 request, its `Upgrade`
+/// headers removed as hop-by-hop.
 pub fn upgrade_protocol(version: &http::Version, headers: &HeaderMap) -> Option<http::HeaderValue> {
     if *version != http::Version::HTTP_11 {
         return None;
     }
-    let asks_h2c = headers
-        .get_all(header::UPGRADE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("h2c"));
-    if asks_h2c {
-        return None;
-    }
-    let wants = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
-    if wants {
+    let tokens = |name: header::HeaderName| {
+        headers
+            .get_all(name)
+            .into_iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+    };
+    let wants = tokens(header::CONNECTION).any(|t| t.eq_ignore_ascii_case("upgrade"));
+    // Exactly one protocol, and it is WebSocket: a list would let the upstream pick another.
+    let mut protocols = tokens(header::UPGRADE);
+    let only_websocket = matches!(
+        (protocols.next(), protocols.next()),
+        (Some(first), None) if first.eq_ignore_ascii_case("websocket")
+    );
+    if wants && only_websocket {
         headers.get(header::UPGRADE).cloned()
     } else {
         None
@@ -131,7 +133,7 @@ mod tests {
     }
 
     #[test]
-    fn h2c_is_no_upgrade_and_its_settings_never_cross() {
+    fn only_websocket_is_an_upgrade_and_h2c_settings_never_cross() {
         let mut headers = HeaderMap::new();
         headers.insert(
             header::CONNECTION,
@@ -145,6 +147,14 @@ mod tests {
         assert_eq!(upgrade_protocol(&http::Version::HTTP_11, &headers), None);
         headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
         assert!(upgrade_protocol(&http::Version::HTTP_11, &headers).is_some());
+        for other in ["TLS/1.0", "foo", "websocket, h2c", "h2c, websocket"] {
+            headers.insert(header::UPGRADE, HeaderValue::from_static(other));
+            assert_eq!(
+                upgrade_protocol(&http::Version::HTTP_11, &headers),
+                None,
+                "{other}"
+            );
+        }
         // Not named in `Connection`, still removed.
         headers.remove(header::CONNECTION);
         remove_hop_by_hop(&mut headers);

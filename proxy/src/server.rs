@@ -317,6 +317,9 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     })
 }
 
+/// How long a worker's runtime waits for its blocking tasks once released.
+const WORKER_SHUTDOWN: Duration = Duration::from_secs(1);
+
 /// Starts `count` threads, each accepting from `listener` on a single-threaded runtime of
 /// its own and serving what it accepted there, until `shutdown`; each then keeps its
 /// runtime (and the connections still draining on it) until released.
@@ -348,6 +351,9 @@ fn start_workers(
                     }
                     until_stopped(&mut released).await;
                 });
+                // Cancels what still runs; a blocking task (a name lookup) is not waited for
+                // past this, so that `stop` is written promptly.
+                runtime.shutdown_timeout(WORKER_SHUTDOWN);
             })
             .map_err(StartError::Worker)?;
         threads.push(thread);

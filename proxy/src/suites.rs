@@ -58,7 +58,11 @@ mod tests {
             .map(|s| s.suite())
             .collect();
         assert_eq!(tls13[0], CipherSuite::TLS13_AES_128_GCM_SHA256);
-        assert!(ours.cipher_suites[..tls13.len()].iter().all(|s| s.tls13().is_some()));
+        assert!(
+            ours.cipher_suites[..tls13.len()]
+                .iter()
+                .all(|s| s.tls13().is_some())
+        );
         let tls12_first = ours.cipher_suites.iter().find(|s| s.tls13().is_none());
         assert_eq!(
             tls12_first.map(|s| s.suite()),

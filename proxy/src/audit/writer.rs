@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{
     AuditError, Counts, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, genesis,
@@ -425,7 +425,16 @@ impl Writer {
             std::thread::sleep(FLUSH_INTERVAL);
             let mut next = Some(first);
             let mut disconnected = false;
+            // A backlog is written in batches too: flushed at least every FLUSH_INTERVAL.
+            let mut batch_start = Instant::now();
             while let Some(msg) = next.take() {
+                if batch_start.elapsed() >= FLUSH_INTERVAL {
+                    if let Err(err) = self.out.flush() {
+                        health.fail("flushing", &err);
+                        return;
+                    }
+                    batch_start = Instant::now();
+                }
                 match msg {
                     Msg::Event(line) => {
                         if let Err(err) = self.write(*line) {

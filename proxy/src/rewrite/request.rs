@@ -14,7 +14,9 @@
 use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::uri::PathAndQuery;
-use sluice_guard::{Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, SwapForm, Tally};
+use sluice_guard::{
+    Encoding, Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, SwapForm, Tally,
+};
 use sluice_policies::{Location, Policy, Sink};
 
 use crate::authority::Target;
@@ -241,6 +243,7 @@ impl<'a> Outbound<'a> {
         let mut replaced: Vec<(HeaderName, usize, HeaderValue)> = Vec::new();
         for name in parts.headers.keys() {
             self.check_only(name.as_str().as_bytes(), &Place::HeaderName, &mut done)?;
+            self.check_name_case_folded(name)?;
             for (index, value) in parts.headers.get_all(name).iter().enumerate() {
                 // `Basic` credentials hide a placeholder in base64: the guard knows to look.
                 if !self.guard.header_value_may_match(value.as_bytes()) {
@@ -291,6 +294,24 @@ impl<'a> Outbound<'a> {
             tally: rewritten.tally().clone(),
         });
         Ok(())
+    }
+
+    /// A header name arrives lowercased, so a value spelled into it escapes the exact scan:
+    /// matched again without regard to case, and refused where the value may not go.
+    fn check_name_case_folded(&self, name: &HeaderName) -> Result<(), Refusal> {
+        let Some(secret) = self.guard.value_in_name(name.as_str().as_bytes()) else {
+            return Ok(());
+        };
+        if self.plan(&Place::HeaderName).on_value(secret) == OnValue::Keep {
+            return Ok(());
+        }
+        let refused = sluice_guard::Refusal {
+            secret,
+            name: self.guard.name(secret).to_owned(),
+            form: Form::Value(Encoding::Raw),
+            offset: 0,
+        };
+        Err(self.refusal(GuardError::Refused(refused), &Place::HeaderName))
     }
 
     /// The refusal sent back for a refused match: names the secret, the place, the host and

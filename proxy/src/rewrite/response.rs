@@ -7,7 +7,7 @@
 
 use http::HeaderMap;
 use http::header::HeaderValue;
-use sluice_guard::{Guard, Tally};
+use sluice_guard::{Guard, SecretId, Tally};
 
 /// Drops the upstream's own reason phrase, which hyper would otherwise pass on to the client
 /// byte for byte (its text is the upstream's to write, and can hold a value); the client
@@ -16,17 +16,18 @@ pub fn drop_reason_phrase(extensions: &mut http::Extensions) {
     extensions.remove::<hyper::ext::ReasonPhrase>();
 }
 
-/// Redacts every header value in place, and drops every header whose name holds a value
-/// (a name cannot take a placeholder: names are lowercased); returns what was redacted.
+/// Redacts every header value in place, and drops every header whose name holds a value in
+/// any letter case (a name cannot take a placeholder: names are lowercased); returns what
+/// was redacted.
 pub fn redact_headers(guard: &Guard, headers: &mut HeaderMap) -> Tally {
     let mut tally = Tally::default();
-    let named: Vec<http::HeaderName> = headers
+    // Names arrive lowercased: matched without regard to case.
+    let named: Vec<(http::HeaderName, SecretId)> = headers
         .keys()
-        .filter(|name| guard.is_match(name.as_str().as_bytes()))
-        .cloned()
+        .filter_map(|name| Some((name.clone(), guard.value_in_name(name.as_str().as_bytes())?)))
         .collect();
-    for name in named {
-        tally.merge(guard.redact(name.as_str().as_bytes()).tally());
+    for (name, secret) in named {
+        tally.add_redaction(secret);
         headers.remove(&name);
     }
     let mut replaced = Vec::new();
@@ -78,6 +79,27 @@ mod tests {
             )
             .unwrap();
         builder.build().unwrap()
+    }
+
+    #[test]
+    fn a_value_with_capitals_in_a_lowercased_name_never_passes() {
+        let mut builder = Guard::builder();
+        builder
+            .add(
+                "aws",
+                Placeholder::parse("SLUICE_AWS_0123456789abcdef").unwrap(),
+                SecretValue::from("AKIAIOSFODNN7EXAMPLE"),
+            )
+            .unwrap();
+        let guard = builder.build().unwrap();
+        let mut headers = HeaderMap::new();
+        // What hyper hands over for `X-AKIAIOSFODNN7EXAMPLE: 1`.
+        headers.insert("x-akiaiosfodnn7example", HeaderValue::from_static("1"));
+        headers.insert("x-plain", HeaderValue::from_static("plain"));
+        let tally = redact_headers(&guard, &mut headers);
+        assert_eq!(headers.len(), 1, "{headers:?}");
+        assert_eq!(headers["x-plain"], "plain");
+        assert_eq!(tally.total().redacted, 1);
     }
 
     #[test]

@@ -140,7 +140,12 @@ mod tests {
     fn a_name_mixing_public_and_private_answers_is_refused_whole() {
         let public: SocketAddr = "93.184.216.34:443".parse().unwrap();
         let answers = |second: &str| vec![public, second.parse().unwrap()];
-        for private in ["10.0.0.7:443", "169.254.169.254:443", "[fd00::1]:443", "[::1]:443"] {
+        for private in [
+            "10.0.0.7:443",
+            "169.254.169.254:443",
+            "[fd00::1]:443",
+            "[::1]:443",
+        ] {
             match check_answers("mixed.example", answers(private), &none, &[]) {
                 Err(UpstreamError::Blocked { addr, .. }) => assert_eq!(addr.to_string(), private),
                 other => panic!("{private}: {other:?}"),
