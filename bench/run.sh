@@ -79,6 +79,9 @@ while [ "$waited" -lt "$max_wait" ] &&
 done
 
 echo "== measuring (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-timeout 900 "$root/target/release/sluice-bench" \
+# Three rounds of 2-second phases, each figure the median over them (about six minutes); any
+# flag given to this script comes later and wins.
+timeout 1200 "$root/target/release/sluice-bench" \
     "${peers[@]}" "${missing[@]}" \
+    --rounds 3 --phase-secs 2 \
     --out "$out/report.md" --json "$out/report.json" "$@"

@@ -146,6 +146,7 @@ pub(crate) async fn run(plan: Plan) -> Result<Report, BenchError> {
                 .filter(|s| plan.phases.is_empty() || plan.phases.iter().any(|id| id == s.id))
                 .map(|s| s.id.to_owned())
                 .collect(),
+            rounds: 1,
         },
         peers: Vec::new(),
     };

@@ -38,7 +38,11 @@ use sluice_peer::Mode;
 
 /// sluice measured against a direct connection, hudsucker and mitmproxy, on loopback.
 #[derive(Debug, Parser)]
-#[command(name = "sluice-bench", args_conflicts_with_subcommands = true)]
+#[command(
+    name = "sluice-bench",
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     role: Option<Role>,
@@ -94,6 +98,10 @@ struct RunArgs {
     /// diagnostic; direct's HTTP/2 phase then fails).
     #[arg(long)]
     upstream_h1_only: bool,
+    /// Run every peer through every phase this many times; each figure reported is the
+    /// median over the rounds [default: 1].
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    rounds: usize,
     /// Keep the run directory (peers' stderr, sluice's audit log) and print its path.
     #[arg(long)]
     keep: bool,
@@ -212,7 +220,16 @@ fn run(args: &RunArgs) -> Result<ExitCode, error::BenchError> {
             return Ok(ExitCode::from(2));
         }
     };
-    let report = runtime.block_on(harness::run(plan))?;
+    let mut rounds = Vec::new();
+    for round in 1..=args.rounds.max(1) {
+        if args.rounds > 1 {
+            eprintln!("sluice-bench: round {round} of {}", args.rounds);
+        }
+        rounds.push(runtime.block_on(harness::run(plan.clone()))?);
+    }
+    let Some(report) = Report::median_of(rounds) else {
+        return Ok(ExitCode::from(2));
+    };
     let markdown = report.markdown();
     println!("{markdown}");
     if let Some(path) = &args.out {

@@ -259,6 +259,8 @@ pub(crate) struct PlanFigures {
     pub(crate) large_limit_s: f64,
     /// The ids of the phases run.
     pub(crate) phases: Vec<String>,
+    /// Rounds run; each figure is the median over them.
+    pub(crate) rounds: usize,
 }
 
 /// A whole run.
@@ -284,6 +286,48 @@ pub(crate) struct Verdict {
 }
 
 impl Report {
+    /// One report from several rounds of the same plan: for every peer and phase, the
+    /// figures of the round with the median rate (the lower median for an even count), so
+    /// that a figure is always one that was measured; a peer's peak memory is the highest
+    /// of the rounds. A peer not measured in some round keeps that round's status.
+    ///
+    /// Why: on a small shared machine one 3-second phase can swing by a quarter between
+    /// runs; the median of interleaved rounds is what a ratio should be read from.
+    pub(crate) fn median_of(rounds: Vec<Report>) -> Option<Report> {
+        let count = rounds.len();
+        let first = rounds.first()?;
+        let mut merged = Report {
+            machine: first.machine.clone(),
+            plan: first.plan.clone(),
+            peers: Vec::new(),
+        };
+        merged.plan.rounds = count;
+        if let Some(last) = rounds.last() {
+            merged.machine.load_end.clone_from(&last.machine.load_end);
+        }
+        for peer in &first.peers {
+            let all: Vec<&PeerReport> = rounds.iter().filter_map(|r| r.peer(&peer.name)).collect();
+            let mut out = peer.clone();
+            if let Some(bad) = all.iter().find(|p| !matches!(p.status, Status::Measured)) {
+                out.status = bad.status.clone();
+            }
+            for (id, figures) in &mut out.phases {
+                let mut measured: Vec<&Figures> =
+                    all.iter().filter_map(|p| p.phases.get(id)).collect();
+                measured.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+                if let Some(median) = measured.get((measured.len().saturating_sub(1)) / 2) {
+                    *figures = (*median).clone();
+                }
+            }
+            out.memory = all
+                .iter()
+                .filter_map(|p| p.memory)
+                .max_by_key(|m| m.peak_kib);
+            merged.peers.push(out);
+        }
+        Some(merged)
+    }
+
     fn peer(&self, name: &str) -> Option<&PeerReport> {
         self.peers.iter().find(|p| p.name == name)
     }
@@ -403,13 +447,21 @@ impl Report {
         let p = &self.plan;
         let _ = writeln!(
             md,
-            "{}{:.2} s per phase; large body {} MiB, bounded to {:.0} s. Client, upstream and proxy share the cores.\n",
+            "{}{:.2} s per phase{}; large body {} MiB, bounded to {:.0} s. Client, upstream and proxy share the cores.\n",
             if p.smoke {
                 "SMOKE RUN (not a measurement): "
             } else {
                 ""
             },
             p.phase_s,
+            if p.rounds > 1 {
+                format!(
+                    "; {} rounds, every peer in each, and each figure is the median over them (ratios are of medians)",
+                    p.rounds
+                )
+            } else {
+                String::new()
+            },
             p.large_mib,
             p.large_limit_s
         );
@@ -666,6 +718,55 @@ mod tests {
                 .collect(),
             memory: None,
         }
+    }
+
+    #[test]
+    fn rounds_merge_into_the_median_round_per_peer_and_phase() {
+        let round = |sluice: f64, hudsucker: Status, peak_kib: u64| {
+            let mut sluice = peer("sluice", Status::Measured, &[("h1-c16", sluice)]);
+            sluice.memory = Some(MemoryFigures {
+                idle_kib: 1,
+                peak_kib,
+            });
+            Report {
+                plan: PlanFigures {
+                    phases: vec!["h1-c16".to_owned()],
+                    rounds: 1,
+                    ..PlanFigures::default()
+                },
+                peers: vec![sluice, peer("hudsucker", hudsucker, &[("h1-c16", 5.0)])],
+                ..Report::default()
+            }
+        };
+        let merged = Report::median_of(vec![
+            round(10.0, Status::Measured, 300),
+            round(30.0, Status::Failed("crashed".to_owned()), 100),
+            round(20.0, Status::Measured, 200),
+        ])
+        .expect("three rounds");
+        assert_eq!(merged.plan.rounds, 3);
+        assert_eq!(merged.rate("sluice", "h1-c16"), Some(20.0));
+        assert_eq!(
+            merged
+                .peer("sluice")
+                .and_then(|p| p.memory)
+                .map(|m| m.peak_kib),
+            Some(300)
+        );
+        // A peer that failed in any round is reported failed, not quietly measured.
+        assert!(matches!(
+            merged.peer("hudsucker").map(|p| &p.status),
+            Some(Status::Failed(_))
+        ));
+        assert!(merged.markdown().contains("3 rounds"));
+        // Two rounds: the lower of the two, a figure that was measured.
+        let two = Report::median_of(vec![
+            round(10.0, Status::Measured, 1),
+            round(30.0, Status::Measured, 1),
+        ])
+        .expect("two rounds");
+        assert_eq!(two.rate("sluice", "h1-c16"), Some(10.0));
+        assert!(Report::median_of(Vec::new()).is_none());
     }
 
     #[test]

@@ -139,6 +139,21 @@ async fn a_placeholder_in_a_granted_header_is_swapped_and_only_there() {
         records[0].headers["authorization"],
         format!("Bearer {TOKEN}")
     );
+    // Over HTTP/1.1 too, and a GET stays a GET without a body: no length, no chunking.
+    let out = world
+        .curl(&["--http1.1", "-H", &auth], world.url("api.test", "/v1"))
+        .await;
+    assert_eq!(out.status, 200, "{out:?}");
+    let records = world.upstream.records();
+    assert_eq!(records.len(), 2);
+    let h1 = &records[1];
+    assert_eq!(h1.version, http::Version::HTTP_11);
+    assert_eq!(h1.headers["authorization"], format!("Bearer {TOKEN}"));
+    assert!(
+        !h1.headers.contains_key("transfer-encoding") && !h1.headers.contains_key("content-length"),
+        "a bodiless GET grew framing: {:?}",
+        h1.headers
+    );
 
     // The same placeholder in a header the secret does not grant: refused, nothing sent.
     let other_header = format!("X-Api-Key: {ph}");
@@ -159,7 +174,7 @@ async fn a_placeholder_in_a_granted_header_is_swapped_and_only_there() {
     );
     assert_eq!(
         world.upstream.records().len(),
-        1,
+        2,
         "the refused request reached the upstream"
     );
     assert_no_leak("refusal body", &refused.body);

@@ -244,6 +244,11 @@ async fn outbound_body(
     if shared.guard.is_empty() {
         return Ok(body::incoming(incoming));
     }
+    // No body at all (a GET): nothing to scan, and none goes on (no streaming rewriter is
+    // set up for it, and the upstream request keeps the client's framing: none).
+    if http_body::Body::is_end_stream(&incoming) && !parts.headers.contains_key(CONTENT_LENGTH) {
+        return Ok(body::empty());
+    }
     let plan = outbound.body_plan(parts);
     let codings = codec::content_codings(&parts.headers).map_err(|e| {
         Refusal::bad_request(format!(
