@@ -1465,11 +1465,23 @@ async fn slow_request_bodies_are_cut_off() {
         upstream.records().is_empty(),
         "a buffered body left before it was whole"
     );
-    // Toward a host without grants: streamed, and the upstream's answer is what times out.
+    // Toward a host without grants, with a length: read whole before anything is sent too.
     let head = format!(
-        "POST /slow-streamed HTTP/1.1\r\nHost: other.test:{port}\r\nContent-Length: 64\r\n\r\n"
+        "POST /slow-length HTTP/1.1\r\nHost: other.test:{port}\r\nContent-Length: 64\r\n\r\n"
     );
     let answer = trickle(&proxy, "other.test", port, head, &body).await;
+    assert_eq!(status_of(&answer), 408, "{answer}");
+    assert!(
+        upstream.records().is_empty(),
+        "a body with a length left before it was whole"
+    );
+    // Chunked toward a host without grants: streamed, and the upstream's answer is what
+    // times out.
+    let head = format!(
+        "POST /slow-streamed HTTP/1.1\r\nHost: other.test:{port}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    let chunked = [b"40\r\n".as_slice(), &body, b"\r\n0\r\n\r\n"].concat();
+    let answer = trickle(&proxy, "other.test", port, head, &chunked).await;
     assert_eq!(status_of(&answer), 504, "{answer}");
     // The upstream got the head and an aborted prefix of the body, never a whole request.
     for record in upstream.records() {

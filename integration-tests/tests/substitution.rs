@@ -661,3 +661,72 @@ async fn a_value_spelled_into_a_header_name_is_refused_in_any_letter_case() {
         world.upstream.records()
     );
 }
+
+#[tokio::test]
+async fn multipart_bodies_and_cookies_follow_the_same_grants() {
+    let world = World::new().await;
+    let bk = world.placeholder("body_key");
+    let ph = world.placeholder("api_token");
+    // A multipart form (curl -F, with a Content-Length): the part's placeholder is swapped
+    // toward the host whose grant includes the body, and the length recomputed.
+    let field = format!("key={bk}");
+    let out = world
+        .curl(
+            &["-F", &field, "-F", "note=plain"],
+            world.url("api.test", "/upload"),
+        )
+        .await;
+    assert_eq!(out.status, 200, "{out:?}");
+    let records = world.upstream.records();
+    assert_eq!(records.len(), 1);
+    let sent = String::from_utf8_lossy(&records[0].body).into_owned();
+    assert!(
+        records[0].headers["content-type"]
+            .to_str()
+            .is_ok_and(|t| t.starts_with("multipart/form-data")),
+        "{:?}",
+        records[0].headers
+    );
+    assert!(sent.contains(BODY_KEY) && !sent.contains(&bk), "{sent}");
+    assert!(sent.contains("plain"), "{sent}");
+    assert_eq!(
+        records[0].headers["content-length"],
+        records[0].body.len().to_string().as_str()
+    );
+    // The same multipart body toward a host without the grant: refused, nothing sent.
+    let out = world
+        .curl(&["-F", &field], world.url("other.test", "/upload"))
+        .await;
+    assert_eq!(out.status, 403, "{out:?}");
+    assert!(out.body.contains("body_key"), "{}", out.body);
+    // A cookie is a header like any other: `api_token` is granted `authorization` only.
+    let cookie = format!("Cookie: session={ph}");
+    let out = world
+        .curl(&["-H", &cookie], world.url("api.test", "/cookie"))
+        .await;
+    assert_eq!(out.status, 403, "{out:?}");
+    assert!(out.body.contains("header:cookie"), "{}", out.body);
+    // The real value in a cookie toward an ungranted host: refused too.
+    let cookie = format!("Cookie: session={TOKEN_PERCENT}");
+    let out = world
+        .curl(&["-H", &cookie], world.url("other.test", "/cookie"))
+        .await;
+    assert_eq!(out.status, 403, "{out:?}");
+    assert!(
+        out.body.contains("sluice-error: secret-value-refused"),
+        "{}",
+        out.body
+    );
+    let records = world.upstream.records();
+    assert_eq!(
+        records.len(),
+        1,
+        "a refused request reached the upstream: {:?}",
+        records
+            .iter()
+            .map(|r| (r.uri.to_string(), r.body.len()))
+            .collect::<Vec<_>>()
+    );
+    assert_no_leak("refusals", &out.body);
+    world.proxy.stop().await;
+}

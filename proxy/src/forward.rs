@@ -173,7 +173,7 @@ async fn try_forward(
     let buffering = if upgrade.is_some() {
         Buffering::Always
     } else {
-        Buffering::WhenLengthChanges
+        Buffering::WhenLengthKnown
     };
     let body = outbound_body(
         &outbound, &mut parts, incoming, shared, log, &stopped, buffering,
@@ -222,9 +222,10 @@ async fn try_forward(
 /// When a request body is buffered and rewritten whole rather than streamed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Buffering {
-    /// When a swap may change its length and `Content-Length` must be recomputed (or its
-    /// coding re-encoded).
-    WhenLengthChanges,
+    /// When its length is known and within the bound (so that a refusal sends nothing),
+    /// and whenever a swap may change its length and `Content-Length` must be recomputed
+    /// (or its coding re-encoded): `413` beyond the bound then.
+    WhenLengthKnown,
     /// Always (an upgrade's body, which must be refused before the handshake leaves).
     Always,
 }
@@ -261,18 +262,24 @@ async fn outbound_body(
             .ids()
             .any(|id| plan.on_placeholder(id) == OnPlaceholder::Swap);
     let has_length = parts.headers.contains_key(CONTENT_LENGTH);
-    if buffering == Buffering::Always || (may_change && has_length) {
-        let limit = shared.limits.max_buffered_body;
-        if has_length {
-            let declared = parts
-                .headers
-                .get(CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
+    let limit = shared.limits.max_buffered_body;
+    let declared = match parts.headers.get(CONTENT_LENGTH) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
                 .and_then(|v| v.parse::<u64>().ok())
-                .ok_or_else(|| Refusal::bad_request("Content-Length is not a number"))?;
-            if declared > limit as u64 {
-                return Err(Refusal::too_large(limit));
-            }
+                .ok_or_else(|| Refusal::bad_request("Content-Length is not a number"))?,
+        ),
+    };
+    // A body whose length is known and within the bound is read whole before anything is
+    // sent, whatever the host: a refusal then stops the request before its head leaves.
+    // Longer ones stream, unless a swap may change their length (then `413`).
+    let fits = declared.is_some_and(|n| n <= limit as u64);
+    if buffering == Buffering::Always || (may_change && has_length) || fits {
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(Refusal::too_large(limit));
         }
         // Bounded in time as in size: a trickled body would hold its buffer for ever.
         let timeout = shared.limits.body_read_timeout;
