@@ -14,6 +14,14 @@ pub fn full(bytes: Bytes) -> Body {
     Full::new(bytes).map_err(|never| match never {}).boxed()
 }
 
+/// A body of known bytes followed by trailers.
+pub fn full_with_trailers(bytes: Bytes, trailers: http::HeaderMap) -> Body {
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .with_trailers(std::future::ready(Some(Ok(trailers))))
+        .boxed()
+}
+
 /// An empty body.
 pub fn empty() -> Body {
     Empty::new().map_err(|never| match never {}).boxed()

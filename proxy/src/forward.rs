@@ -216,7 +216,7 @@ async fn try_forward(
             return Err(send_refusal(&error, shared, target));
         }
     };
-    downstream(response, is_head, shared, log)
+    downstream(response, is_head, shared, log).await
 }
 
 /// When a request body is buffered and rewritten whole rather than streamed.
@@ -416,7 +416,7 @@ async fn upgrade_exchange(
         Ok(Ok(response)) => response,
     };
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return downstream(response, false, shared, log);
+        return downstream(response, false, shared, log).await;
     }
     let upstream_side = hyper::upgrade::on(&mut response);
     shared.record(
@@ -442,7 +442,7 @@ async fn upgrade_exchange(
 
 /// The response on its way back: hop-by-hop headers removed, every header and the body
 /// redacted (decoded first when compressed).
-fn downstream(
+async fn downstream(
     response: Response<Incoming>,
     is_head: bool,
     shared: &Arc<Shared>,
@@ -473,11 +473,52 @@ fn downstream(
             format!("the response cannot be scanned, so it is not passed on: {e}"),
         )
     })?;
-    let mut redacted = RewriteBody::redacting(
-        body::incoming(incoming),
-        shared.guard.clone(),
-        log.reporter("response-body"),
-    );
+    // A small body of known length is redacted whole and keeps an exact length: the client
+    // gets the framing the upstream chose, and no streaming rewriter is set up for it.
+    // The length hyper frames the body by, not the header: beside `Transfer-Encoding` a
+    // `Content-Length` describes nothing.
+    let small = http_body::Body::size_hint(&incoming)
+        .exact()
+        .filter(|&length| length <= SMALL_RESPONSE as u64);
+    let inner = match small {
+        Some(length) if codings.is_empty() => {
+            let collected = http_body_util::Limited::new(incoming, SMALL_RESPONSE)
+                .collect()
+                .await
+                .map_err(|e| {
+                    Refusal::bad_gateway(
+                        "upstream-failed",
+                        format!("the response body did not arrive whole: {e}"),
+                    )
+                })?;
+            let trailers = collected.trailers().cloned();
+            let bytes = collected.to_bytes();
+            if bytes.len() as u64 != length {
+                return Err(Refusal::bad_gateway(
+                    "upstream-failed",
+                    "the response body does not match its Content-Length",
+                ));
+            }
+            match trailers {
+                None => {
+                    let redacted = shared.guard.redact(&bytes);
+                    log.record_redactions("response-body", redacted.tally());
+                    let out = redacted.into_bytes();
+                    parts
+                        .headers
+                        .insert(CONTENT_LENGTH, HeaderValue::from(out.len()));
+                    let out = bytes::Bytes::copy_from_slice(&out);
+                    return Ok(Response::from_parts(parts, body::full(out)));
+                }
+                // Trailers beside a length (HTTP/2 only, rare): streamed below, which
+                // rewrites them too.
+                Some(trailers) => body::full_with_trailers(bytes, trailers),
+            }
+        }
+        _ => body::incoming(incoming),
+    };
+    let mut redacted =
+        RewriteBody::redacting(inner, shared.guard.clone(), log.reporter("response-body"));
     if !codings.is_empty() {
         let decoder = Decoder::new(&codings, shared.limits.max_decoded_body)
             .map_err(|e| Refusal::bad_gateway("upstream-encoding", format!("the response: {e}")))?;
@@ -489,6 +530,10 @@ fn downstream(
     parts.headers.remove(CONTENT_LENGTH);
     Ok(Response::from_parts(parts, BodyExt::boxed(redacted)))
 }
+
+/// The largest response body redacted whole, keeping its `Content-Length`; longer ones
+/// (and those of unknown length) stream, re-framed.
+const SMALL_RESPONSE: usize = 64 * 1024;
 
 /// Where a streamed request body leaves the refusal that stopped it. hyper reports a body
 /// error to the caller only as a failed exchange (and over HTTP/2 as a reset stream), so
