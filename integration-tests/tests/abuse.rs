@@ -605,6 +605,41 @@ async fn upstream_responses_out_of_turn_are_never_paired_with_the_next_request()
     assert!(!audit.contains(VALUE));
 }
 
+#[tokio::test]
+async fn a_small_response_body_that_stalls_gets_504() {
+    let pki = TestPki::new();
+    let proxy = TestProxy::start_with(POLICY, &pki, HOSTS, |config| {
+        config.timeouts.response = Duration::from_secs(1);
+    })
+    .await;
+    // A small body sluice holds whole to redact: its head and 7 of 100 bytes, then nothing
+    // for longer than the test waits.
+    fn stalls(_: usize) -> Vec<(Duration, Vec<u8>)> {
+        vec![
+            (
+                Duration::ZERO,
+                format!("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial {VALUE}")
+                    .into_bytes(),
+            ),
+            (Duration::from_secs(60), b"never".to_vec()),
+        ]
+    }
+    let upstream = RawUpstream::start(&pki, stalls).await;
+    let answer = get_raw(&proxy, &upstream, "/stall").await;
+    assert_eq!(status_of(&answer), 504, "{answer}");
+    assert!(
+        answer.contains("sluice-error: upstream-timeout"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains(VALUE) && !answer.contains("partial"),
+        "{answer}"
+    );
+    let audit = proxy.stop().await.join("\n");
+    assert!(audit.contains("upstream-timeout"), "not audited");
+    assert!(!audit.contains(VALUE));
+}
+
 /// How an answer from [`RawUpstream`] must look: the raw bytes the client got, the heads
 /// the upstream received, and the placeholder.
 type AnswerCheck = fn(&str, &[String], &str);

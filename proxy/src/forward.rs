@@ -482,9 +482,17 @@ async fn downstream(
         .filter(|&length| length <= SMALL_RESPONSE as u64);
     let inner = match small {
         Some(length) if codings.is_empty() => {
-            let collected = http_body_util::Limited::new(incoming, SMALL_RESPONSE)
-                .collect()
+            // Held whole, so bounded in time like the head: a stalled body gets 504.
+            let timeout = shared.upstream.timeouts().response;
+            let collect = http_body_util::Limited::new(incoming, SMALL_RESPONSE).collect();
+            let collected = tokio::time::timeout(timeout, collect)
                 .await
+                .map_err(|_| {
+                    Refusal::gateway_timeout(format!(
+                        "the response body did not arrive within {}s",
+                        timeout.as_secs()
+                    ))
+                })?
                 .map_err(|e| {
                     Refusal::bad_gateway(
                         "upstream-failed",
