@@ -25,31 +25,54 @@ pub(crate) fn upstream_server_config(
     ca_path: &Path,
     h1_only: bool,
 ) -> Result<Arc<ServerConfig>, BenchError> {
-    let tls = |e: rcgen::Error| BenchError::Tls(e.to_string());
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(tls)?;
+    let issuer = mint_ca(ca_path, "sluice-bench upstream CA")?;
+    let alpn: &[&[u8]] = if h1_only {
+        &[b"http/1.1"]
+    } else {
+        &[b"h2", b"http/1.1"]
+    };
+    server_config(&issuer, &[UPSTREAM_HOST], alpn)
+}
+
+/// Mints a CA named `common_name` and writes its certificate (PEM) to `ca_path`.
+pub(crate) fn mint_ca(
+    ca_path: &Path,
+    common_name: &str,
+) -> Result<CertifiedIssuer<'static, KeyPair>, BenchError> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(tls_error)?;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params
         .distinguished_name
-        .push(DnType::CommonName, "sluice-bench upstream CA");
-    let issuer =
-        CertifiedIssuer::self_signed(params, KeyPair::generate().map_err(tls)?).map_err(tls)?;
+        .push(DnType::CommonName, common_name);
+    let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().map_err(tls_error)?)
+        .map_err(tls_error)?;
     std::fs::write(ca_path, issuer.pem()).map_err(BenchError::file(ca_path))?;
-    let key = KeyPair::generate().map_err(tls)?;
-    let leaf = CertificateParams::new(vec![UPSTREAM_HOST.to_owned()])
-        .map_err(tls)?
-        .signed_by(&key, &issuer)
-        .map_err(tls)?;
+    Ok(issuer)
+}
+
+/// A server configuration with a fresh leaf from `issuer` for `names`, offering `alpn`.
+pub(crate) fn server_config(
+    issuer: &CertifiedIssuer<'static, KeyPair>,
+    names: &[&str],
+    alpn: &[&[u8]],
+) -> Result<Arc<ServerConfig>, BenchError> {
+    let key = KeyPair::generate().map_err(tls_error)?;
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let leaf = CertificateParams::new(names)
+        .map_err(tls_error)?
+        .signed_by(&key, issuer)
+        .map_err(tls_error)?;
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     let mut config = ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(vec![CertificateDer::from(leaf.der().to_vec())], key_der)
         .map_err(|e| BenchError::Tls(e.to_string()))?;
-    config.alpn_protocols = if h1_only {
-        vec![b"http/1.1".to_vec()]
-    } else {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
+}
+
+fn tls_error(e: rcgen::Error) -> BenchError {
+    BenchError::Tls(e.to_string())
 }
 
 /// The application protocol a client offers inside its tunnel.

@@ -261,7 +261,6 @@ async fn outbound_body(
             .guard
             .ids()
             .any(|id| plan.on_placeholder(id) == OnPlaceholder::Swap);
-    let has_length = parts.headers.contains_key(CONTENT_LENGTH);
     let limit = shared.limits.max_buffered_body;
     let declared = match parts.headers.get(CONTENT_LENGTH) {
         None => None,
@@ -276,6 +275,7 @@ async fn outbound_body(
     // A body whose length is known and within the bound is read whole before anything is
     // sent, whatever the host: a refusal then stops the request before its head leaves.
     // Longer ones stream, unless a swap may change their length (then `413`).
+    let has_length = declared.is_some();
     let fits = declared.is_some_and(|n| n <= limit as u64);
     if buffering == Buffering::Always || (may_change && has_length) || fits {
         if declared.is_some_and(|n| n > limit as u64) {
@@ -511,11 +511,13 @@ async fn downstream(
                 None => {
                     let redacted = shared.guard.redact(&bytes);
                     log.record_redactions("response-body", redacted.tally());
-                    let out = redacted.into_bytes();
+                    // Redacted bytes hold placeholders, never a value: no copy needed to
+                    // keep them zeroized.
+                    let mut out = redacted.into_bytes();
                     parts
                         .headers
                         .insert(CONTENT_LENGTH, HeaderValue::from(out.len()));
-                    let out = bytes::Bytes::copy_from_slice(&out);
+                    let out = bytes::Bytes::from(std::mem::take(&mut *out));
                     return Ok(Response::from_parts(parts, body::full(out)));
                 }
                 // Trailers beside a length (HTTP/2 only, rare): streamed below, which

@@ -22,14 +22,13 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::ServerConfig;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::body::{self, SoakBody, StreamScan};
 use crate::error::BenchError;
+use crate::pki;
 
 /// The host the secret is granted to.
 pub(crate) const GRANTED_HOST: &str = "granted.soak.test";
@@ -134,33 +133,11 @@ pub(crate) async fn start(ca_path: &Path, value: &str) -> Result<Upstreams, Benc
 /// The good listener's configuration (a leaf for the granted and ungranted hosts) and the
 /// bad one's (a leaf from the same CA for another name).
 fn server_configs(ca_path: &Path) -> Result<(Arc<ServerConfig>, Arc<ServerConfig>), BenchError> {
-    let tls = |e: rcgen::Error| BenchError::Tls(e.to_string());
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(tls)?;
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "sluice soak upstream CA");
-    let issuer =
-        CertifiedIssuer::self_signed(params, KeyPair::generate().map_err(tls)?).map_err(tls)?;
-    std::fs::write(ca_path, issuer.pem()).map_err(BenchError::file(ca_path))?;
-    let config = |names: &[&str]| -> Result<Arc<ServerConfig>, BenchError> {
-        let key = KeyPair::generate().map_err(tls)?;
-        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let leaf = CertificateParams::new(names)
-            .map_err(tls)?
-            .signed_by(&key, &issuer)
-            .map_err(tls)?;
-        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let mut config = ServerConfig::builder()
-            .with_no_client_auth()
-            .with_single_cert(vec![CertificateDer::from(leaf.der().to_vec())], key_der)
-            .map_err(|e| BenchError::Tls(e.to_string()))?;
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
-    };
+    let issuer = pki::mint_ca(ca_path, "sluice soak upstream CA")?;
+    let alpn: &[&[u8]] = &[b"h2", b"http/1.1"];
     Ok((
-        config(&[GRANTED_HOST, UNGRANTED_HOST])?,
-        config(&[ELSEWHERE_HOST])?,
+        pki::server_config(&issuer, &[GRANTED_HOST, UNGRANTED_HOST], alpn)?,
+        pki::server_config(&issuer, &[ELSEWHERE_HOST], alpn)?,
     ))
 }
 
