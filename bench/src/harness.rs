@@ -309,7 +309,7 @@ async fn start(spec: &PeerSpec, context: &Context) -> Result<Running, Start> {
             expect: Expect::PassThrough,
         }),
         PeerSpec::Sluice(mode) => {
-            let mut command = Command::new(&context.exe);
+            let mut command = sluice_command(&context.exe);
             command
                 .arg("sluice")
                 .arg("--dir")
@@ -600,6 +600,23 @@ fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
+}
+
+/// The command that starts a sluice peer: `exe` itself, or `exe` under the wrapper named
+/// by `SLUICE_BENCH_WRAP` (whitespace-separated, e.g. `valgrind --tool=callgrind`), so that
+/// a profiler can watch sluice alone while the harness drives it. A diagnostic: wrapped
+/// figures are not comparable with unwrapped ones.
+fn sluice_command(exe: &Path) -> Command {
+    let wrap = std::env::var("SLUICE_BENCH_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.args(words).arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    }
 }
 
 #[cfg(test)]

@@ -132,7 +132,10 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let mut config = ProxyConfig::new(loaded.policy, listen, args.dir.join("audit.jsonl"));
     config.upstream_ca = vec![args.upstream_ca.clone()];
-    config.workers = sluice_proxy::default_workers();
+    config.workers = std::env::var("SLUICE_BENCH_WORKERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(sluice_proxy::default_workers);
     config.resolve = std::iter::once(UPSTREAM_HOST)
         .chain(args.pins.iter().map(String::as_str))
         .map(|host| (host.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST)))

@@ -205,6 +205,11 @@ impl GuardBuilder {
             .map_err(|e| GuardError::Matcher {
                 reason: e.to_string(),
             })?;
+        let shortest_name_pattern = name_texts
+            .iter()
+            .map(|t| t.len())
+            .min()
+            .unwrap_or(usize::MAX);
 
         let mut first_bytes = [false; 256];
         for t in &texts {
@@ -225,6 +230,7 @@ impl GuardBuilder {
             matcher,
             names,
             name_secrets,
+            shortest_name_pattern,
             patterns: infos,
             sorted,
             first_bytes,
@@ -335,6 +341,8 @@ pub struct Guard {
     names: AhoCorasick,
     /// The secret of each of `names`' patterns.
     name_secrets: Vec<SecretId>,
+    /// The length of the shortest of `names`' patterns: a shorter name holds none of them.
+    shortest_name_pattern: usize,
     patterns: Vec<PatternInfo>,
     /// Every distinct pattern text, sorted, to tell whether a stream's tail may still grow into
     /// a match.
@@ -472,6 +480,10 @@ impl Guard {
     /// # Ok::<(), sluice_guard::GuardError>(())
     /// ```
     pub fn value_in_name(&self, name: &[u8]) -> Option<SecretId> {
+        // Most names are shorter than any value form: no search needed.
+        if name.len() < self.shortest_name_pattern {
+            return None;
+        }
         self.names
             .find(name)
             .map(|m| self.name_secrets[m.pattern().as_usize()])
@@ -743,6 +755,26 @@ mod tests {
         let mut forced = few_short;
         forced.force_prefilter();
         assert!(forced.active_filter().is_some());
+    }
+
+    #[test]
+    fn value_in_name_skips_only_names_too_short_to_hold_a_value() {
+        let g = guard(&[("k", "12345678"), ("l", "Longer-Value-0123")]).unwrap();
+        let name = b"x-12345678-longer-value-0123-MTIzNDU2Nzg-trailing";
+        for end in 0..=name.len() {
+            for start in 0..end {
+                let part = &name[start..end];
+                let searched = g
+                    .names
+                    .find(part)
+                    .map(|m| g.name_secrets[m.pattern().as_usize()]);
+                assert_eq!(g.value_in_name(part), searched, "{part:?}");
+            }
+        }
+        assert_eq!(g.value_in_name(b"12345678"), g.id("k"));
+        assert_eq!(g.value_in_name(b"1234567"), None);
+        let empty = Guard::builder().build().unwrap();
+        assert_eq!(empty.value_in_name(b"anything-at-all"), None);
     }
 
     #[test]

@@ -243,6 +243,11 @@ impl Guard {
     /// [`Guard::redact`] for text: the result is text again (bytes a replacement left invalid,
     /// which only a non-UTF-8 secret can cause, become U+FFFD).
     pub fn redact_str(&self, input: &str) -> String {
+        // Most text holds nothing (every audit field goes through here): no plan, no copy
+        // through a zeroized buffer.
+        if !self.is_match(input.as_bytes()) {
+            return input.to_owned();
+        }
         String::from_utf8_lossy(self.redact(input.as_bytes()).bytes()).into_owned()
     }
 

@@ -117,7 +117,11 @@ pub fn check(uri: &Uri, headers: &HeaderMap, tunnel: &Target) -> Result<(), Refu
 fn same_target(authority: &Authority, tunnel: &Target) -> Result<(), Refusal> {
     // Nearly every client names the tunnel exactly as it was opened: no normalisation needed.
     let raw = authority.as_str();
-    if raw == tunnel.host && tunnel.port == 443 || raw == tunnel.authority() {
+    let exact = match raw.rsplit_once(':') {
+        Some((host, port)) => host == tunnel.host && port.parse() == Ok(tunnel.port),
+        None => raw == tunnel.host && tunnel.port == 443,
+    };
+    if exact {
         return Ok(());
     }
     let named = Target::parse(authority, Some(443))?;
@@ -178,6 +182,33 @@ mod tests {
                 .unwrap_err()
                 .status,
             StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn host_with_a_port_and_ipv6_hosts_name_their_tunnel() {
+        let path: Uri = "/".parse().unwrap();
+        let on_8443 = Target::from_connect(&"api.example.com:8443".parse().unwrap()).unwrap();
+        for ok in [
+            "api.example.com:8443",
+            "API.example.com:8443",
+            "api.example.com:08443",
+        ] {
+            assert_eq!(check(&path, &host(ok), &on_8443), Ok(()), "{ok}");
+        }
+        for bad in [
+            "api.example.com",
+            "api.example.com:443",
+            "api.example.com:84430",
+        ] {
+            let refusal = check(&path, &host(bad), &on_8443).unwrap_err();
+            assert_eq!(refusal.status, StatusCode::MISDIRECTED_REQUEST, "{bad}");
+        }
+        let v6 = Target::from_connect(&"[::1]:8443".parse().unwrap()).unwrap();
+        assert_eq!(check(&path, &host("[::1]:8443"), &v6), Ok(()));
+        assert_eq!(
+            check(&path, &host("[::1]:443"), &v6).unwrap_err().status,
+            StatusCode::MISDIRECTED_REQUEST
         );
     }
 

@@ -9,6 +9,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use http::uri::Scheme;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
@@ -19,7 +20,7 @@ use sluice_policies::Reach;
 use crate::audit::{Event, EventKind};
 use crate::authority::Target;
 use crate::body::{self, Body};
-use crate::forward::{self, Tunnel};
+use crate::forward::{self, Destination, Tunnel};
 use crate::listen::ConnSlot;
 use crate::refusal::Refusal;
 use crate::rewrite::request::{PlanCache, check_authority};
@@ -122,6 +123,14 @@ async fn intercept<IO>(io: IO, target: Target, shared: Arc<Shared>, slot: ConnSl
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // Every request on this tunnel goes to the same place: named once.
+    let destination = match Destination::new(&target, &Scheme::HTTPS) {
+        Ok(destination) => destination,
+        Err(refusal) => {
+            tracing::info!(target = %target, error = %refusal.message, "no upstream name for the tunnel");
+            return;
+        }
+    };
     let (tls, is_h2) = match shared.terminator.accept(io, &target).await {
         Ok(accepted) => accepted,
         Err(refused) => {
@@ -141,6 +150,7 @@ where
     // Every request on this tunnel has the same target, so the same plans.
     let tunnel = Arc::new(Tunnel {
         target,
+        destination,
         plans: PlanCache::default(),
         slot,
     });

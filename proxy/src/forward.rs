@@ -32,11 +32,40 @@ use crate::upstream::{SendError, UpstreamError};
 pub struct Tunnel {
     /// The CONNECT target, which the grants were decided for.
     pub target: Target,
+    /// Where its requests go upstream, formatted once for all of them.
+    pub destination: Destination,
     /// The plans, decided once per tunnel and place.
     pub plans: PlanCache,
     /// The client connection's slot. Whatever outlives a request (an upgraded connection)
     /// holds a clone, so that the connection limit and the drain at shutdown count it.
     pub slot: ConnSlot,
+}
+
+/// The upstream end of a target as a request names it: the authority of the request's URI
+/// and its `Host` header. Made once per tunnel, since every request on one goes to the same
+/// place; once per request in the clear.
+pub struct Destination {
+    authority: Authority,
+    host: HeaderValue,
+}
+
+impl Destination {
+    /// The destination of requests toward `target` over `scheme`.
+    pub fn new(target: &Target, scheme: &Scheme) -> Result<Self, Refusal> {
+        let authority = target
+            .authority()
+            .parse()
+            .map_err(|_| Refusal::bad_request("the target is not a valid authority"))?;
+        Ok(Self {
+            authority,
+            host: host_header(target, scheme)?,
+        })
+    }
+
+    /// `host:port`, IPv6 in brackets: what the audit log calls the host.
+    fn authority(&self) -> &str {
+        self.authority.as_str()
+    }
 }
 
 /// A request inside an intercepted tunnel.
@@ -47,7 +76,7 @@ pub async fn intercepted(
 ) -> Response<Body> {
     let (parts, incoming) = request.into_parts();
     let target = &tunnel.target;
-    let log = Exchange::new(shared, target, &parts);
+    let log = Exchange::new(shared, tunnel.destination.authority(), &parts);
     let mode = Mode::Intercepted(tunnel);
     match try_forward(parts, incoming, target, shared, mode, &log).await {
         Ok(response) => response,
@@ -69,13 +98,13 @@ pub async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<
                 host: parts.uri.authority().map_or("", |a| a.as_str()).to_owned(),
                 port: 0,
             };
-            let mut event = Exchange::new(&shared, &raw, &parts).refusal(&refusal);
+            let mut event = Exchange::new(&shared, &raw.authority(), &parts).refusal(&refusal);
             event = event.host(raw.host.as_str());
             shared.record(event);
             return refusal.into_response(&shared.guard);
         }
     };
-    let log = Exchange::new(&shared, &target, &parts);
+    let log = Exchange::new(&shared, &target.authority(), &parts);
     match try_forward(parts, incoming, &target, &shared, Mode::Plain, &log).await {
         Ok(response) => response,
         Err(refusal) => {
@@ -194,12 +223,16 @@ async fn try_forward(
             .headers
             .insert(ACCEPT_ENCODING, codec::accept_encoding());
     }
-    let scheme = match mode {
-        Mode::Intercepted(_) => Scheme::HTTPS,
-        Mode::Plain => Scheme::HTTP,
+    let plain;
+    let (scheme, destination) = match mode {
+        Mode::Intercepted(tunnel) => (Scheme::HTTPS, &tunnel.destination),
+        Mode::Plain => {
+            plain = Destination::new(target, &Scheme::HTTP)?;
+            (Scheme::HTTP, &plain)
+        }
     };
-    parts.headers.insert(HOST, host_header(target, &scheme)?);
-    parts.uri = upstream_uri(scheme, target, parts.uri.path_and_query())?;
+    parts.headers.insert(HOST, destination.host.clone());
+    parts.uri = upstream_uri(scheme, destination, parts.uri.path_and_query())?;
     let downstream_version = parts.version;
     parts.version = Version::HTTP_11;
     let is_head = parts.method == Method::HEAD;
@@ -508,6 +541,10 @@ async fn downstream(
                 ));
             }
             match trailers {
+                // Nothing to redact (the common case): the body goes on as it came.
+                None if !shared.guard.is_match(&bytes) => {
+                    return Ok(Response::from_parts(parts, body::full(bytes)));
+                }
                 None => {
                     let redacted = shared.guard.redact(&bytes);
                     log.record_redactions("response-body", redacted.tally());
@@ -622,22 +659,17 @@ fn host_header(target: &Target, scheme: &Scheme) -> Result<HeaderValue, Refusal>
 
 fn upstream_uri(
     scheme: Scheme,
-    target: &Target,
+    destination: &Destination,
     path: Option<&PathAndQuery>,
 ) -> Result<Uri, Refusal> {
-    let authority: Authority = target
-        .authority()
-        .parse()
-        .map_err(|_| Refusal::bad_request("the target is not a valid authority"))?;
-    Uri::builder()
-        .scheme(scheme)
-        .authority(authority)
-        .path_and_query(
-            path.cloned()
-                .unwrap_or_else(|| PathAndQuery::from_static("/")),
-        )
-        .build()
-        .map_err(|_| Refusal::bad_request("the request target is not a valid URI"))
+    let mut uri = http::uri::Parts::default();
+    uri.scheme = Some(scheme);
+    uri.authority = Some(destination.authority.clone());
+    uri.path_and_query = Some(
+        path.cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/")),
+    );
+    Uri::from_parts(uri).map_err(|_| Refusal::bad_request("the request target is not a valid URI"))
 }
 
 /// What the audit log needs to know about one exchange, taken before anything is rewritten
@@ -651,10 +683,10 @@ struct Exchange {
 }
 
 impl Exchange {
-    fn new(shared: &Arc<Shared>, target: &Target, parts: &Parts) -> Self {
+    fn new(shared: &Arc<Shared>, host: &str, parts: &Parts) -> Self {
         Self {
             shared: shared.clone(),
-            host: target.authority(),
+            host: host.to_owned(),
             method: parts.method.as_str().to_owned(),
             path: parts
                 .uri

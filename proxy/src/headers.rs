@@ -34,10 +34,16 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+    // One pass over the few headers a message has, rather than a lookup per listed name:
+    // most messages carry none of them.
+    let listed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| HOP_BY_HOP.contains(name) || **name == header::TRANSFER_ENCODING)
+        .cloned()
+        .collect();
+    for name in named.iter().chain(&listed) {
         headers.remove(name);
     }
-    headers.remove(header::TRANSFER_ENCODING);
 }
 
 /// The protocol an HTTP/1.1 request asks to upgrade to (`Connection: upgrade` with an

@@ -524,15 +524,39 @@ pub(crate) fn timestamp_now() -> String {
 }
 
 /// A time as RFC 3339 UTC with milliseconds; times before 1970 are written as the epoch.
+///
+/// Every event carries one, so each thread keeps the text of the last second it formatted
+/// and only appends the milliseconds while the second lasts.
 pub(crate) fn format_timestamp(at: SystemTime) -> String {
+    thread_local! {
+        static LAST_SECOND: std::cell::RefCell<(u64, String)> =
+            const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let millis = since.subsec_millis();
+    LAST_SECOND.with_borrow_mut(|(second, text)| {
+        if *second != secs {
+            *second = secs;
+            *text = format_second(secs);
+        }
+        let mut out = String::with_capacity(text.len() + 5);
+        out.push_str(text);
+        for digit in [millis / 100, millis / 10 % 10, millis % 10] {
+            out.push(char::from_digit(digit, 10).unwrap_or('0'));
+        }
+        out.push('Z');
+        out
+    })
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.` for a count of seconds since the epoch.
+fn format_second(secs: u64) -> String {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     let (year, month, day) = civil_from_days(days);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.",
         rem / 3600,
         (rem % 3600) / 60,
         rem % 60

@@ -679,6 +679,23 @@ fn timestamps_are_rfc3339_utc() {
         format_timestamp(UNIX_EPOCH - Duration::from_secs(1)),
         "1970-01-01T00:00:00.000Z"
     );
+    // Within one second the thread's cached text is reused; a new second replaces it.
+    assert_eq!(
+        format_timestamp(at(1_709_251_199, 42)),
+        "2024-02-29T23:59:59.042Z"
+    );
+    assert_eq!(
+        format_timestamp(at(1_709_251_199, 0)),
+        "2024-02-29T23:59:59.000Z"
+    );
+    assert_eq!(
+        format_timestamp(at(1_709_251_200, 120)),
+        "2024-03-01T00:00:00.120Z"
+    );
+    assert_eq!(
+        format_timestamp(at(1_709_251_199, 999)),
+        "2024-02-29T23:59:59.999Z"
+    );
 }
 
 #[test]

@@ -23,7 +23,7 @@ use crate::authority::Target;
 use crate::refusal::Refusal;
 
 /// Where in a request a match was found, as the audit log names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Place {
     /// The method.
     Method,
@@ -81,22 +81,22 @@ pub struct Swapped {
 /// plan is the same for every request on it and is asked of the grant decision once.
 /// Bounded, since header names come from the client.
 #[derive(Default)]
-pub struct PlanCache(std::sync::Mutex<std::collections::HashMap<String, Plan>>);
+pub struct PlanCache(std::sync::Mutex<std::collections::HashMap<Place, Plan>>);
 
 impl PlanCache {
     /// The most places remembered; past it the cache starts over.
     const CAPACITY: usize = 256;
 
-    fn get_or_insert(&self, key: String, make: impl FnOnce() -> Plan) -> Plan {
+    fn get_or_insert(&self, key: &Place, make: impl FnOnce() -> Plan) -> Plan {
         let mut plans = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(plan) = plans.get(&key) {
+        if let Some(plan) = plans.get(key) {
             return plan.clone();
         }
         let plan = make();
         if plans.len() >= Self::CAPACITY {
             plans.clear();
         }
-        plans.insert(key, plan.clone());
+        plans.insert(key.clone(), plan.clone());
         plan
     }
 }
@@ -146,7 +146,7 @@ impl<'a> Outbound<'a> {
     /// with a cache).
     pub fn plan(&self, place: &Place) -> Plan {
         match self.cache {
-            Some(cache) => cache.get_or_insert(place.label(), || self.decide(place)),
+            Some(cache) => cache.get_or_insert(place, || self.decide(place)),
             None => self.decide(place),
         }
     }
@@ -212,12 +212,13 @@ impl<'a> Outbound<'a> {
         let mut done = Vec::new();
         // The method and path can carry no grant: any match there is refused or kept.
         self.check_only(parts.method.as_str().as_bytes(), &Place::Method, &mut done)?;
-        let path = parts.uri.path().to_owned();
-        self.check_only(path.as_bytes(), &Place::Path, &mut done)?;
+        self.check_only(parts.uri.path().as_bytes(), &Place::Path, &mut done)?;
         // The query: swapped values are percent-encoded.
-        if let Some(query) = parts.uri.query().map(str::to_owned)
+        if let Some(query) = parts.uri.query()
             && self.guard.is_match(query.as_bytes())
         {
+            // Copied out: the target is rebuilt below.
+            let (path, query) = (parts.uri.path().to_owned(), query.to_owned());
             let plan = self.plan(&Place::Query).with_swap_form(SwapForm::Percent);
             let rewritten = self
                 .guard
@@ -420,14 +421,15 @@ mod tests {
         let cache = PlanCache::default();
         let mut made = 0;
         for _ in 0..3 {
-            cache.get_or_insert("query".into(), || {
+            cache.get_or_insert(&Place::Query, || {
                 made += 1;
                 Plan::refuse_all(&guard)
             });
         }
         assert_eq!(made, 1, "a cached place is decided once");
         for i in 0..(PlanCache::CAPACITY * 2) {
-            cache.get_or_insert(format!("header:x-{i}"), || Plan::refuse_all(&guard));
+            let name = HeaderName::try_from(format!("x-{i}")).unwrap();
+            cache.get_or_insert(&Place::Header(name), || Plan::refuse_all(&guard));
         }
         assert!(cache.0.lock().unwrap().len() <= PlanCache::CAPACITY);
     }
