@@ -605,3 +605,59 @@ async fn an_upgrade_request_body_is_scanned_before_anything_leaves() {
     assert_eq!(upstream.connections(), 0);
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_resumes_its_tls_session_with_the_one_ticket_sluice_sends() {
+    use rustls::client::Resumption;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, ServerName};
+
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let authority = format!("api.test:{}", upstream.port());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(proxy.ca_path()).expect("ca pem") {
+        roots.add(cert.expect("ca cert")).expect("add root");
+    }
+    // One session store shared by the two connections, as a long-lived client keeps.
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.resumption = Resumption::in_memory_sessions(8);
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let mut kinds = Vec::new();
+    for _ in 0..2 {
+        let tcp = client::connect(
+            proxy.addr(),
+            &authority,
+            Some(&client::basic_auth(&proxy.url())),
+        )
+        .await
+        .expect("CONNECT");
+        let name = ServerName::try_from("api.test").expect("name");
+        let tls = connector.connect(name, tcp).await.expect("TLS");
+        kinds.push(tls.get_ref().1.handshake_kind());
+        // Reading the response also reads the ticket that follows the handshake.
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .expect("handshake");
+        tokio::spawn(conn);
+        let mut request = get("/fine");
+        request
+            .headers_mut()
+            .insert("host", authority.parse().unwrap());
+        let response = send.send_request(request).await.expect("response");
+        assert_eq!(response.status(), 200);
+        http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("body");
+    }
+    assert_eq!(
+        kinds,
+        [
+            Some(rustls::HandshakeKind::Full),
+            Some(rustls::HandshakeKind::Resumed)
+        ]
+    );
+    proxy.stop().await;
+}
