@@ -79,8 +79,9 @@ pub struct StartInfo {
 
 /// A redaction the log applies to every free-text field of every event before it is
 /// queued (the proxy passes the guard's redactor here). It receives the text after the
-/// log's own elision and returns the text to write.
-pub type Redactor = Arc<dyn Fn(&str) -> String + Send + Sync>;
+/// log's own elision and returns the text to write (the same `String` when there is nothing
+/// to redact, which is nearly always).
+pub type Redactor = Arc<dyn Fn(String) -> String + Send + Sync>;
 
 /// The kind of an audit event: the `event` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -398,7 +399,12 @@ pub fn genesis(run_id: &str) -> String {
 
 /// Lowercase hex SHA-256 of a line's bytes, without its newline: the next line's `prev`.
 pub fn line_hash(line: &[u8]) -> String {
-    hex::encode(Sha256::digest(line))
+    let mut digits = [0u8; 64];
+    // 32 bytes are always 64 hex digits; an empty hash would break the chain, never pass.
+    match hex::encode_to_slice(Sha256::digest(line), &mut digits) {
+        Ok(()) => String::from_utf8_lossy(&digits).into_owned(),
+        Err(_) => String::new(),
+    }
 }
 
 /// Whether a run id is usable (and safe to print): 1 to 64 of `[A-Za-z0-9._:-]`.

@@ -591,7 +591,7 @@ fn a_request_full_of_secrets_leaves_none_in_the_log() {
 fn the_redactor_sees_every_free_text_field() {
     let dir = TempDir::new();
     let path = dir.join("a.jsonl");
-    let redactor: Redactor = Arc::new(|text: &str| text.replace(SECRETS[0], "SLUICE_GH_x"));
+    let redactor: Redactor = Arc::new(|text: String| text.replace(SECRETS[0], "SLUICE_GH_x"));
     let log = AuditLog::open_with_redactor(&path, "run-1", start_info(), redactor).unwrap();
     log.record(
         Event::new(EventKind::Deny)

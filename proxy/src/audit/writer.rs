@@ -263,7 +263,7 @@ impl AuditLog {
     /// no caller can forget them.
     fn to_line(&self, event: Event) -> Line {
         let redact = |text: String| match &self.inner.redactor {
-            Some(redactor) => redactor(&text),
+            Some(redactor) => redactor(text),
             None => text,
         };
         let mut line = Line::bare(event.kind, timestamp_now(), "");
