@@ -592,6 +592,10 @@ fn machine() -> Machine {
         load_start: load_average(),
         load_end: String::new(),
         date,
+        diagnostics: ["SLUICE_BENCH_WRAP", "SLUICE_BENCH_WORKERS"]
+            .into_iter()
+            .filter_map(|name| Some(format!("{name}={}", std::env::var(name).ok()?)))
+            .collect(),
     }
 }
 
@@ -605,7 +609,10 @@ fn load_average() -> String {
 /// The command that starts a sluice peer: `exe` itself, or `exe` under the wrapper named
 /// by `SLUICE_BENCH_WRAP` (whitespace-separated, e.g. `valgrind --tool=callgrind`), so that
 /// a profiler can watch sluice alone while the harness drives it. A diagnostic: wrapped
-/// figures are not comparable with unwrapped ones.
+/// figures are not comparable with unwrapped ones, and the report says so. The wrapper must
+/// run sluice in its own process (valgrind does): the harness reads and signals the pid it
+/// started, so a wrapper that forks (`perf record`, `strace -f`) would be measured and
+/// stopped in sluice's place.
 fn sluice_command(exe: &Path) -> Command {
     let wrap = std::env::var("SLUICE_BENCH_WRAP").unwrap_or_default();
     let mut words = wrap.split_whitespace();

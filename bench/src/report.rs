@@ -244,6 +244,9 @@ pub(crate) struct Machine {
     pub(crate) load_end: String,
     /// When it ran (UTC).
     pub(crate) date: String,
+    /// Diagnostic settings in force (`SLUICE_BENCH_WRAP`, `SLUICE_BENCH_WORKERS`): figures
+    /// made with any are not comparable with a plain run's.
+    pub(crate) diagnostics: Vec<String>,
 }
 
 /// The parameters of a run.
@@ -444,6 +447,13 @@ impl Report {
             "Measured {} on {} cores ({}), Linux {}; load average {} at the start, {} at the end.",
             m.date, m.cores, m.model, m.kernel, m.load_start, m.load_end
         );
+        if !m.diagnostics.is_empty() {
+            let _ = writeln!(
+                md,
+                "**Diagnostic settings in force: {}.** These figures are not comparable with a plain run's.",
+                m.diagnostics.join(", ")
+            );
+        }
         let p = &self.plan;
         let _ = writeln!(
             md,

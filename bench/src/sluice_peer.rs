@@ -132,10 +132,16 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let mut config = ProxyConfig::new(loaded.policy, listen, args.dir.join("audit.jsonl"));
     config.upstream_ca = vec![args.upstream_ca.clone()];
-    config.workers = std::env::var("SLUICE_BENCH_WORKERS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(sluice_proxy::default_workers);
+    // `SLUICE_BENCH_WORKERS` overrides the worker count (a diagnostic, named in the report).
+    config.workers = match std::env::var("SLUICE_BENCH_WORKERS") {
+        Ok(n) => n.parse().map_err(|_| {
+            BenchError::peer(
+                "sluice",
+                format!("SLUICE_BENCH_WORKERS={n:?} is not a number of threads"),
+            )
+        })?,
+        Err(_) => sluice_proxy::default_workers(),
+    };
     config.resolve = std::iter::once(UPSTREAM_HOST)
         .chain(args.pins.iter().map(String::as_str))
         .map(|host| (host.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST)))

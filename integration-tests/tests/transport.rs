@@ -606,58 +606,164 @@ async fn an_upgrade_request_body_is_scanned_before_anything_leaves() {
     proxy.stop().await;
 }
 
+/// A client session store that counts the TLS 1.3 tickets it is given and, when asked,
+/// offers the last one to whatever host comes next (as no honest client would).
+#[derive(Debug)]
+struct Tickets {
+    inner: rustls::client::ClientSessionMemoryCache,
+    inserted: std::sync::atomic::AtomicUsize,
+    offer_to_any_host: std::sync::atomic::AtomicBool,
+    offered_to_any_host: std::sync::atomic::AtomicUsize,
+    last: std::sync::Mutex<Option<rustls::client::Tls13ClientSessionValue>>,
+}
+
+impl Tickets {
+    fn new() -> Self {
+        Self {
+            inner: rustls::client::ClientSessionMemoryCache::new(8),
+            inserted: Default::default(),
+            offer_to_any_host: Default::default(),
+            offered_to_any_host: Default::default(),
+            last: Default::default(),
+        }
+    }
+}
+
+impl rustls::client::ClientSessionStore for Tickets {
+    fn set_kx_hint(&self, name: rustls_pki_types::ServerName<'static>, group: rustls::NamedGroup) {
+        self.inner.set_kx_hint(name, group);
+    }
+    fn kx_hint(&self, name: &rustls_pki_types::ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.inner.kx_hint(name)
+    }
+    fn set_tls12_session(
+        &self,
+        name: rustls_pki_types::ServerName<'static>,
+        value: rustls::client::Tls12ClientSessionValue,
+    ) {
+        self.inner.set_tls12_session(name, value);
+    }
+    fn tls12_session(
+        &self,
+        name: &rustls_pki_types::ServerName<'_>,
+    ) -> Option<rustls::client::Tls12ClientSessionValue> {
+        self.inner.tls12_session(name)
+    }
+    fn remove_tls12_session(&self, name: &rustls_pki_types::ServerName<'static>) {
+        self.inner.remove_tls12_session(name);
+    }
+    fn insert_tls13_ticket(
+        &self,
+        name: rustls_pki_types::ServerName<'static>,
+        value: rustls::client::Tls13ClientSessionValue,
+    ) {
+        use std::sync::atomic::Ordering;
+        self.inserted.fetch_add(1, Ordering::SeqCst);
+        if self.offer_to_any_host.load(Ordering::SeqCst) {
+            *self.last.lock().unwrap() = Some(value);
+        } else {
+            self.inner.insert_tls13_ticket(name, value);
+        }
+    }
+    fn take_tls13_ticket(
+        &self,
+        name: &rustls_pki_types::ServerName<'static>,
+    ) -> Option<rustls::client::Tls13ClientSessionValue> {
+        use std::sync::atomic::Ordering;
+        if self.offer_to_any_host.load(Ordering::SeqCst) {
+            let last = self.last.lock().unwrap().take();
+            if last.is_some() {
+                self.offered_to_any_host.fetch_add(1, Ordering::SeqCst);
+            }
+            last
+        } else {
+            self.inner.take_tls13_ticket(name)
+        }
+    }
+}
+
+/// Opens a TLS tunnel to `host` with `connector`, sends one GET (reading the response also
+/// reads the ticket that follows the handshake) and returns how the handshake went.
+async fn one_get(
+    proxy: &TestProxy,
+    connector: &tokio_rustls::TlsConnector,
+    host: &str,
+    port: u16,
+) -> Option<rustls::HandshakeKind> {
+    let authority = format!("{host}:{port}");
+    let tcp = client::connect(
+        proxy.addr(),
+        &authority,
+        Some(&client::basic_auth(&proxy.url())),
+    )
+    .await
+    .expect("CONNECT");
+    let name = rustls_pki_types::ServerName::try_from(host.to_owned()).expect("name");
+    let tls = connector.connect(name, tcp).await.expect("TLS");
+    let kind = tls.get_ref().1.handshake_kind();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut request = get("/fine");
+    request
+        .headers_mut()
+        .insert("host", authority.parse().unwrap());
+    let response = send.send_request(request).await.expect("response");
+    assert_eq!(response.status(), 200);
+    http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("body");
+    kind
+}
+
 #[tokio::test]
 async fn a_client_resumes_its_tls_session_with_the_one_ticket_sluice_sends() {
-    use rustls::client::Resumption;
+    use rustls::HandshakeKind::{Full, Resumed};
+    use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, ServerName};
+    use std::sync::atomic::Ordering;
 
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
-    let authority = format!("api.test:{}", upstream.port());
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(proxy.ca_path()).expect("ca pem") {
         roots.add(cert.expect("ca cert")).expect("add root");
     }
-    // One session store shared by the two connections, as a long-lived client keeps.
+    let tickets = std::sync::Arc::new(Tickets::new());
     let mut config = rustls::ClientConfig::builder()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.resumption = Resumption::in_memory_sessions(8);
+    config.resumption = rustls::client::Resumption::store(tickets.clone());
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
-    let mut kinds = Vec::new();
-    for _ in 0..2 {
-        let tcp = client::connect(
-            proxy.addr(),
-            &authority,
-            Some(&client::basic_auth(&proxy.url())),
-        )
-        .await
-        .expect("CONNECT");
-        let name = ServerName::try_from("api.test").expect("name");
-        let tls = connector.connect(name, tcp).await.expect("TLS");
-        kinds.push(tls.get_ref().1.handshake_kind());
-        // Reading the response also reads the ticket that follows the handshake.
-        let (mut send, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                .await
-                .expect("handshake");
-        tokio::spawn(conn);
-        let mut request = get("/fine");
-        request
-            .headers_mut()
-            .insert("host", authority.parse().unwrap());
-        let response = send.send_request(request).await.expect("response");
-        assert_eq!(response.status(), 200);
-        http_body_util::BodyExt::collect(response.into_body())
-            .await
-            .expect("body");
-    }
+    let port = upstream.port();
+
     assert_eq!(
-        kinds,
-        [
-            Some(rustls::HandshakeKind::Full),
-            Some(rustls::HandshakeKind::Resumed)
-        ]
+        one_get(&proxy, &connector, "api.test", port).await,
+        Some(Full)
+    );
+    assert_eq!(
+        tickets.inserted.load(Ordering::SeqCst),
+        1,
+        "one ticket per handshake"
+    );
+    assert_eq!(
+        one_get(&proxy, &connector, "api.test", port).await,
+        Some(Resumed)
+    );
+
+    // A ticket sluice gave in a tunnel to api.test, offered in a tunnel to other.test:
+    // another host's sessions are not that host's, so the handshake is a full one.
+    tickets.offer_to_any_host.store(true, Ordering::SeqCst);
+    one_get(&proxy, &connector, "api.test", port).await;
+    assert!(tickets.last.lock().unwrap().is_some(), "a ticket to offer");
+    assert_eq!(
+        one_get(&proxy, &connector, "other.test", port).await,
+        Some(Full)
+    );
+    assert_eq!(
+        tickets.offered_to_any_host.load(Ordering::SeqCst),
+        1,
+        "the api.test ticket was offered to other.test"
     );
     proxy.stop().await;
 }

@@ -40,6 +40,16 @@ impl Target {
                 "{authority}: userinfo is not allowed in an authority"
             )));
         }
+        // A port that is no port (`:99999`) is an error, not a reason to assume the default.
+        if authority.port_u16().is_none()
+            && let Some((_, text)) = authority.as_str().rsplit_once(':')
+            && !text.is_empty()
+            && !text.ends_with(']')
+        {
+            return Err(Refusal::bad_request(format!(
+                "{authority}: {text} is not a port"
+            )));
+        }
         let raw = authority.host();
         let bare = raw.trim_start_matches('[').trim_end_matches(']');
         let host = normalize_host(bare)
@@ -199,11 +209,31 @@ mod tests {
         for bad in [
             "api.example.com",
             "api.example.com:443",
-            "api.example.com:84430",
+            "api.example.com:8444",
         ] {
             let refusal = check(&path, &host(bad), &on_8443).unwrap_err();
             assert_eq!(refusal.status, StatusCode::MISDIRECTED_REQUEST, "{bad}");
         }
+        // The slow path's normalisation still applies where the fast path does not match.
+        // (`+8443` is how Rust and the http crate both read port 8443.)
+        for ok in ["api.example.com.:8443", "API.example.com:+8443"] {
+            assert_eq!(check(&path, &host(ok), &on_8443), Ok(()), "{ok}");
+        }
+        // A port no u16 holds was read as the default port before; now it is refused.
+        for (name, expected) in [
+            ("api.example.com:99999", tunnel()),
+            ("api.example.com:84430", on_8443.clone()),
+        ] {
+            let refusal = check(&path, &host(name), &expected).unwrap_err();
+            assert_eq!(refusal.status, StatusCode::BAD_REQUEST, "{name}");
+            assert!(
+                refusal.message.contains("is not a port"),
+                "{}",
+                refusal.message
+            );
+        }
+        let userinfo = check(&path, &host("u@api.example.com:8443"), &on_8443).unwrap_err();
+        assert_eq!(userinfo.status, StatusCode::BAD_REQUEST);
         let v6 = Target::from_connect(&"[::1]:8443".parse().unwrap()).unwrap();
         assert_eq!(check(&path, &host("[::1]:8443"), &v6), Ok(()));
         assert_eq!(

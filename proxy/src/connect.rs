@@ -127,7 +127,15 @@ where
     let destination = match Destination::new(&target, &Scheme::HTTPS) {
         Ok(destination) => destination,
         Err(refusal) => {
-            tracing::info!(target = %target, error = %refusal.message, "no upstream name for the tunnel");
+            // Unreachable for a normalised host; refused and logged like a handshake refusal.
+            let host = shared.guard.redact_str(&target.authority());
+            tracing::info!(target = %host, error = %refusal.message, "no upstream name for the tunnel");
+            shared.record(
+                Event::new(EventKind::Deny)
+                    .host(host)
+                    .method("CONNECT")
+                    .reason(refusal.code),
+            );
             return;
         }
     };

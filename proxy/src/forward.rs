@@ -214,6 +214,7 @@ async fn try_forward(
         let exchange = Upgrade {
             protocol,
             slot: tunnel.slot.clone(),
+            destination: &tunnel.destination,
         };
         return upgrade_exchange(parts, body, exchange, target, shared, log).await;
     }
@@ -391,15 +392,20 @@ async fn outbound_body(
 /// a fresh HTTP/1.1 connection, and on `101` both sides are joined. Frames after the
 /// handshake are not inspected (docs/threat-model.md).
 /// An upgrade a request asks for, and the connection slot its joined streams will hold.
-struct Upgrade {
+struct Upgrade<'a> {
     protocol: HeaderValue,
     slot: ConnSlot,
+    destination: &'a Destination,
 }
 
 async fn upgrade_exchange(
     mut parts: Parts,
     body: Body,
-    Upgrade { protocol, slot }: Upgrade,
+    Upgrade {
+        protocol,
+        slot,
+        destination,
+    }: Upgrade<'_>,
     target: &Target,
     shared: &Arc<Shared>,
     log: &Exchange,
@@ -413,9 +419,7 @@ async fn upgrade_exchange(
         HeaderValue::from_static("upgrade"),
     );
     parts.headers.insert(http::header::UPGRADE, protocol);
-    parts
-        .headers
-        .insert(HOST, host_header(target, &Scheme::HTTPS)?);
+    parts.headers.insert(HOST, destination.host.clone());
     // A fresh connection speaks origin-form.
     parts.uri = parts
         .uri
@@ -541,8 +545,12 @@ async fn downstream(
                 ));
             }
             match trailers {
-                // Nothing to redact (the common case): the body goes on as it came.
+                // Nothing to redact (the common case): the body goes on as it came, with
+                // its length written by sluice (one value, no leading zeros).
                 None if !shared.guard.is_match(&bytes) => {
+                    parts
+                        .headers
+                        .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
                     return Ok(Response::from_parts(parts, body::full(bytes)));
                 }
                 None => {
