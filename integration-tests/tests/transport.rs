@@ -224,6 +224,54 @@ async fn sni_naming_another_host_is_refused_at_the_handshake() {
     assert!(audit.iter().any(|l| l.contains("tls-handshake-refused")));
 }
 
+/// Which upstream connection (numbered by the upstream) served one GET on `tunnel`.
+async fn upstream_conn((authority, tunnel): &mut (String, TunnelClient)) -> String {
+    let mut req = get("/again");
+    req.headers_mut().insert("host", authority.parse().unwrap());
+    let response = tunnel.send(req).await.expect("response");
+    assert_eq!(response.status(), 200);
+    response.headers()["x-upstream-conn"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn pooled_upstream_connections_serve_one_destination_and_expire_when_idle() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"http/1.1"]).await;
+    let proxy = TestProxy::start_with(POLICY, &pki, HOSTS, |config| {
+        config.timeouts.idle = Duration::from_millis(300);
+    })
+    .await;
+    let port = upstream.port();
+    let mut tunnels = Vec::new();
+    for host in ["api.test", "other.test"] {
+        let authority = format!("{host}:{port}");
+        let tunnel = TunnelClient::open(
+            proxy.addr(),
+            &proxy.url(),
+            &authority,
+            host,
+            &proxy.ca_path(),
+            &[b"http/1.1"],
+        )
+        .await
+        .expect("tunnel");
+        tunnels.push((authority, tunnel));
+    }
+    // Reused for its own destination, never for another host on the same address.
+    assert_eq!(upstream_conn(&mut tunnels[0]).await, "1");
+    assert_eq!(upstream_conn(&mut tunnels[0]).await, "1");
+    assert_eq!(upstream_conn(&mut tunnels[1]).await, "2");
+    assert_eq!(upstream_conn(&mut tunnels[0]).await, "1");
+    // Idle past the timeout: closed, and the next request gets a new connection.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(upstream_conn(&mut tunnels[0]).await, "3");
+    assert_eq!(upstream.connections(), 3);
+    proxy.stop().await;
+}
+
 #[tokio::test]
 async fn keep_alive_is_reused_on_both_legs() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;

@@ -2,8 +2,9 @@
 //! `TCP_NODELAY`, then TLS with certificate verification and the ALPN offer of the pool
 //! the connection is for (`h2` and `http/1.1`, or `http/1.1` alone).
 //!
-//! This is hyper-util's connector for the pooled client, so every new upstream connection,
-//! and only a new one, passes through here.
+//! Every new upstream connection, and only a new one, passes through here: the HTTP/1.1
+//! pool (`pool.rs`) calls it, and hyper-util's pooled client (the HTTP/2 leg) through the
+//! [`Connector`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -47,7 +48,7 @@ impl tower_service::Service<Uri> for Connector {
 }
 
 impl Dialer {
-    async fn connect_uri(
+    pub(super) async fn connect_uri(
         &self,
         uri: &Uri,
         tls_config: Arc<rustls::ClientConfig>,

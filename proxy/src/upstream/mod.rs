@@ -6,6 +6,7 @@
 
 mod address;
 mod connector;
+mod pool;
 mod resolve;
 
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ pub use connector::{Connector, UpstreamConn};
 pub use resolve::{Refused, Resolver};
 
 use crate::body::Body;
+use pool::Http1Pool;
 
 /// Timeouts on the upstream leg.
 ///
@@ -140,15 +142,15 @@ pub enum UpstreamSetupError {
 /// The upstream leg: two keep-alive pools and a raw dialler for tunnels.
 ///
 /// The upstream connection speaks what the client spoke to sluice: a request that came
-/// over HTTP/1.1 goes out over a pool that offers only `http/1.1`, one that came over
-/// HTTP/2 over a pool that offers `h2` first. A client's connection thus keeps its own
+/// over HTTP/1.1 goes out over a pool that offers only `http/1.1` (sluice's own,
+/// `pool.rs`), one that came over HTTP/2 over a pool that offers `h2` first (hyper-util's). A client's connection thus keeps its own
 /// upstream connection rather than sharing one multiplexed HTTP/2 connection with every
 /// other tunnel to that host (measured: a shared h2 leg halves small-request throughput
 /// and large-body speed for HTTP/1.1 clients, docs/benchmarks.md).
 #[derive(Clone)]
 pub struct Upstream {
     /// For requests that arrived over HTTP/1.1 (and plain HTTP): offers `http/1.1` only.
-    http1: Client<Connector, Body>,
+    http1: Arc<Http1Pool>,
     /// For requests that arrived over HTTP/2: offers `h2`, then `http/1.1`.
     h2: Client<Connector, Body>,
     dialer: Arc<Dialer>,
@@ -220,7 +222,7 @@ impl Upstream {
         });
         let (tls, tls_http1) = (Arc::new(tls), Arc::new(tls_http1));
         Ok(Self {
-            http1: pool(&dialer, &tls_http1),
+            http1: Http1Pool::new(dialer.clone(), tls_http1.clone(), config.timeouts.idle),
             h2: pool(&dialer, &tls),
             dialer,
             tls,
@@ -233,7 +235,11 @@ impl Upstream {
     /// then live and are reused on that thread's runtime only, never woken from another.
     pub fn with_own_pools(&self) -> Self {
         Self {
-            http1: pool(&self.dialer, &self.tls_http1),
+            http1: Http1Pool::new(
+                self.dialer.clone(),
+                self.tls_http1.clone(),
+                self.timeouts.idle,
+            ),
             h2: pool(&self.dialer, &self.tls),
             dialer: self.dialer.clone(),
             tls: self.tls.clone(),
@@ -250,12 +256,12 @@ impl Upstream {
         request: Request<Body>,
         downstream: Version,
     ) -> Result<Response<Incoming>, SendError> {
-        let client = if downstream == Version::HTTP_2 {
-            &self.h2
-        } else {
-            &self.http1
-        };
-        match tokio::time::timeout(self.timeouts.response, client.request(request)).await {
+        if downstream != Version::HTTP_2 {
+            return tokio::time::timeout(self.timeouts.response, self.http1.send(request))
+                .await
+                .unwrap_or(Err(SendError::Timeout));
+        }
+        match tokio::time::timeout(self.timeouts.response, self.h2.request(request)).await {
             Err(_) => Err(SendError::Timeout),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => {
@@ -264,7 +270,7 @@ impl Upstream {
                     .map(clone_dial_error);
                 match dial {
                     Some(dial) => Err(SendError::Dial(dial)),
-                    None => Err(SendError::Http(error)),
+                    None => Err(SendError::Http(Box::new(error))),
                 }
             }
         }
@@ -316,7 +322,7 @@ pub enum SendError {
     Timeout,
     /// The HTTP exchange failed (kept whole: the caller looks in its sources for a body
     /// that sluice itself stopped).
-    Http(hyper_util::client::legacy::Error),
+    Http(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl SendError {
@@ -325,7 +331,7 @@ impl SendError {
         let Self::Http(error) = self else {
             return None;
         };
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.as_ref());
         while let Some(current) = source {
             if let Some(found) = current.downcast_ref::<E>() {
                 return Some(found);

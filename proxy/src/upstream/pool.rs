@@ -1,0 +1,215 @@
+//! The HTTP/1.1 keep-alive pool of one worker: idle upstream connections per destination
+//! (scheme, host and port), reused by later requests to the same destination.
+//!
+//! This module owns reuse and nothing else: which address is dialled and how its TLS is
+//! verified belong to the dialler (`connector.rs`), which every new connection passes
+//! through. A connection is only ever reused for the destination it was dialled for, and
+//! only once hyper says it is ready for a new request (the last response read to its end);
+//! a closed one, or one idle longer than the idle timeout, is dropped, never used.
+//!
+//! Why not hyper-util's pooled client, which the HTTP/2 leg still uses: for HTTP/1.1 it
+//! races every checkout against a lazily built dial, and spawns a task per response to hand
+//! the connection back once the body is read. Here a connection goes back to its list as
+//! soon as the response head arrives, and a checkout passes over those still busy.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use http::uri::{Authority, PathAndQuery};
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+
+use super::{Dialer, SendError, UpstreamError};
+use crate::body::Body;
+
+/// The most connections kept per destination; past it the oldest is let go.
+const MAX_PER_DESTINATION: usize = 64;
+
+/// Idle HTTP/1.1 connections by destination.
+pub(super) struct Http1Pool {
+    dialer: Arc<Dialer>,
+    /// Offers `http/1.1` alone in ALPN.
+    tls: Arc<rustls::ClientConfig>,
+    idle_timeout: Duration,
+    idle: Mutex<HashMap<Destination, Vec<Idle>>>,
+    /// Whether the sweeper that closes expired connections runs (started on first use, on
+    /// the worker's runtime).
+    sweeping: AtomicBool,
+}
+
+/// Where a pooled connection goes: it is reused for exactly this.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Destination {
+    https: bool,
+    authority: Authority,
+}
+
+struct Idle {
+    sender: SendRequest<Body>,
+    since: Instant,
+}
+
+impl Idle {
+    fn expired(&self, idle_timeout: Duration) -> bool {
+        self.sender.is_closed() || self.since.elapsed() >= idle_timeout
+    }
+}
+
+impl Http1Pool {
+    pub(super) fn new(
+        dialer: Arc<Dialer>,
+        tls: Arc<rustls::ClientConfig>,
+        idle_timeout: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            dialer,
+            tls,
+            idle_timeout,
+            idle: Mutex::new(HashMap::new()),
+            sweeping: AtomicBool::new(false),
+        })
+    }
+
+    /// Sends `request` (absolute URI, `https` or `http`) over an idle connection to its
+    /// destination, or a new one, and returns the response head. The connection goes back
+    /// to the pool at once; it is reused after its response has been read.
+    pub(super) async fn send(
+        self: &Arc<Self>,
+        mut request: Request<Body>,
+    ) -> Result<Response<Incoming>, SendError> {
+        let destination = Destination::of(request.uri()).map_err(SendError::Dial)?;
+        let mut sender = match self.checkout(&destination) {
+            Some(sender) => sender,
+            None => self.dial(request.uri()).await.map_err(SendError::Dial)?,
+        };
+        // HTTP/1.1 to an origin server: the request line carries the path alone.
+        let path = request
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        *request.uri_mut() = Uri::from(path);
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| SendError::Http(Box::new(e)))?;
+        self.checkin(destination, sender);
+        Ok(response)
+    }
+
+    /// A ready connection to `destination`, most recently used first; drops the expired
+    /// ones it passes and leaves the busy ones.
+    fn checkout(&self, destination: &Destination) -> Option<SendRequest<Body>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = idle.get_mut(destination)?;
+        let mut i = list.len();
+        while i > 0 {
+            i -= 1;
+            if list[i].expired(self.idle_timeout) {
+                list.remove(i);
+            } else if list[i].sender.is_ready() {
+                return Some(list.remove(i).sender);
+            }
+        }
+        None
+    }
+
+    fn checkin(self: &Arc<Self>, destination: Destination, sender: SendRequest<Body>) {
+        if sender.is_closed() {
+            return;
+        }
+        {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let list = idle.entry(destination).or_default();
+            if list.len() >= MAX_PER_DESTINATION {
+                list.remove(0);
+            }
+            list.push(Idle {
+                sender,
+                since: Instant::now(),
+            });
+        }
+        if !self.sweeping.swap(true, Ordering::Relaxed) {
+            start_sweeper(Arc::downgrade(self), self.idle_timeout);
+        }
+    }
+
+    /// A new connection, through the dialler (resolve, address policy, verified TLS).
+    async fn dial(&self, uri: &Uri) -> Result<SendRequest<Body>, UpstreamError> {
+        let conn = self.dialer.connect_uri(uri, self.tls.clone()).await?;
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(conn)
+                .await
+                .map_err(|e| UpstreamError::Tls {
+                    host: uri.host().unwrap_or_default().to_owned(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "upstream connection ended");
+            }
+        });
+        Ok(sender)
+    }
+
+    /// Drops every expired connection, so that a destination no request comes back to
+    /// does not keep its connections open.
+    fn sweep(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.retain(|_, list| {
+            list.retain(|entry| !entry.expired(self.idle_timeout));
+            !list.is_empty()
+        });
+    }
+}
+
+/// Sweeps `pool` every half idle timeout for as long as it exists.
+fn start_sweeper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
+    tokio::spawn(async move {
+        let period = (idle_timeout / 2).max(Duration::from_millis(100));
+        loop {
+            tokio::time::sleep(period).await;
+            match pool.upgrade() {
+                Some(pool) => pool.sweep(),
+                None => return,
+            }
+        }
+    });
+}
+
+impl Destination {
+    fn of(uri: &Uri) -> Result<Self, UpstreamError> {
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(UpstreamError::BadTarget(uri.to_string())),
+        };
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| UpstreamError::BadTarget(uri.to_string()))?;
+        Ok(Self { https, authority })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_differ_by_scheme_host_and_port() {
+        let of = |uri: &str| Destination::of(&uri.parse().unwrap()).unwrap();
+        assert_eq!(
+            of("https://api.test:8443/a"),
+            of("https://api.test:8443/b?q")
+        );
+        assert_ne!(of("https://api.test:8443/"), of("http://api.test:8443/"));
+        assert_ne!(of("https://api.test:8443/"), of("https://api.test:8444/"));
+        assert_ne!(of("https://api.test:8443/"), of("https://other.test:8443/"));
+        assert!(Destination::of(&"/relative".parse().unwrap()).is_err());
+        assert!(Destination::of(&"ftp://api.test/".parse().unwrap()).is_err());
+    }
+}
