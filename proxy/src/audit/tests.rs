@@ -662,40 +662,27 @@ fn methods_outside_the_standard_set_are_not_written() {
 #[test]
 fn timestamps_are_rfc3339_utc() {
     let at = |secs: u64, millis: u64| UNIX_EPOCH + Duration::from_millis(secs * 1000 + millis);
-    assert_eq!(format_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-    assert_eq!(
-        format_timestamp(at(951_782_400, 5)),
-        "2000-02-29T00:00:00.005Z"
-    );
-    assert_eq!(
-        format_timestamp(at(1_709_251_199, 999)),
-        "2024-02-29T23:59:59.999Z"
-    );
-    assert_eq!(
-        format_timestamp(at(4_102_444_800, 0)),
-        "2100-01-01T00:00:00.000Z"
-    );
-    assert_eq!(
-        format_timestamp(UNIX_EPOCH - Duration::from_secs(1)),
-        "1970-01-01T00:00:00.000Z"
-    );
-    // Within one second the thread's cached text is reused; a new second replaces it.
-    assert_eq!(
-        format_timestamp(at(1_709_251_199, 42)),
-        "2024-02-29T23:59:59.042Z"
-    );
-    assert_eq!(
-        format_timestamp(at(1_709_251_199, 0)),
-        "2024-02-29T23:59:59.000Z"
-    );
-    assert_eq!(
-        format_timestamp(at(1_709_251_200, 120)),
-        "2024-03-01T00:00:00.120Z"
-    );
-    assert_eq!(
-        format_timestamp(at(1_709_251_199, 999)),
-        "2024-02-29T23:59:59.999Z"
-    );
+    // In order: the thread keeps the text of the last second, so the runs of one second
+    // (and the step back to an earlier one) check that the cached text is reused and
+    // replaced correctly.
+    let cases = [
+        (UNIX_EPOCH, "1970-01-01T00:00:00.000Z"),
+        (at(951_782_400, 5), "2000-02-29T00:00:00.005Z"),
+        (at(1_709_251_199, 999), "2024-02-29T23:59:59.999Z"),
+        (at(1_709_251_199, 42), "2024-02-29T23:59:59.042Z"),
+        (at(1_709_251_199, 0), "2024-02-29T23:59:59.000Z"),
+        (at(1_709_251_200, 120), "2024-03-01T00:00:00.120Z"),
+        (at(1_709_251_199, 999), "2024-02-29T23:59:59.999Z"),
+        (at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z"),
+        // Before the epoch: written as the epoch.
+        (
+            UNIX_EPOCH - Duration::from_secs(1),
+            "1970-01-01T00:00:00.000Z",
+        ),
+    ];
+    for (time, expected) in cases {
+        assert_eq!(format_timestamp(time), expected);
+    }
 }
 
 #[test]
