@@ -213,6 +213,7 @@ async fn answer(
                 .header("set-cookie", format!("session={text}; Secure"))
                 .body(full(Bytes::from_static(b"ok")))
         }
+        "/hold" => builder.body(Held::new().boxed()),
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(3)).await;
             builder.body(full(Bytes::from_static(b"slow")))
@@ -274,6 +275,58 @@ fn websocket_echo(
 }
 
 /// A body that yields its frames one per poll: a value split across 1-byte DATA frames.
+/// `/hold`: `first`, a pause of [`HOLD`], then `last`: a response whose body is still
+/// being read well after its head arrived (no length, so a proxy streams it).
+struct Held {
+    sent_first: bool,
+    pause: std::pin::Pin<Box<tokio::time::Sleep>>,
+    done: bool,
+}
+
+/// How long `/hold` holds its body back.
+pub const HOLD: Duration = Duration::from_millis(1500);
+
+impl Held {
+    fn new() -> Self {
+        Self {
+            sent_first: false,
+            pause: Box::pin(tokio::time::sleep(HOLD)),
+            done: false,
+        }
+    }
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        use std::future::Future;
+        use std::task::Poll;
+        if !self.sent_first {
+            self.sent_first = true;
+            return Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(
+                b"first",
+            )))));
+        }
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.pause.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                self.done = true;
+                Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(
+                    b"last",
+                )))))
+            }
+        }
+    }
+}
+
 struct Trickle(std::collections::VecDeque<Bytes>);
 
 impl http_body::Body for Trickle {

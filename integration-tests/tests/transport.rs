@@ -272,6 +272,98 @@ async fn pooled_upstream_connections_serve_one_destination_and_expire_when_idle(
     proxy.stop().await;
 }
 
+/// An HTTP/1.1 connection through a new tunnel to `host`, for requests whose bodies the
+/// test reads (or drops) itself.
+async fn raw_tunnel(
+    proxy: &TestProxy,
+    host: &str,
+    port: u16,
+) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+    let authority = format!("{host}:{port}");
+    let tls = client::tls_tunnel(
+        proxy.addr(),
+        &proxy.url(),
+        &authority,
+        host,
+        &proxy.ca_path(),
+        &[b"http/1.1"],
+    )
+    .await
+    .expect("tunnel");
+    let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    send
+}
+
+fn get_on(host: &str, port: u16, path: &str) -> Request<Full<Bytes>> {
+    let mut req = get(path);
+    req.headers_mut()
+        .insert("host", format!("{host}:{port}").parse().unwrap());
+    req
+}
+
+#[tokio::test]
+async fn a_pooled_connection_is_not_reused_while_its_response_is_read_nor_after_it_was_abandoned() {
+    use http_body_util::BodyExt;
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let port = upstream.port();
+    let conn_of = |response: &http::Response<hyper::body::Incoming>| {
+        response.headers()["x-upstream-conn"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    // A: the head of a response whose body is held back upstream.
+    let mut a = raw_tunnel(&proxy, "api.test", port).await;
+    let held = a
+        .send_request(get_on("api.test", port, "/hold"))
+        .await
+        .expect("head");
+    assert_eq!(conn_of(&held), "1");
+    // B meanwhile: answered at once, on another connection (1 is busy, not waited for).
+    let mut b = raw_tunnel(&proxy, "api.test", port).await;
+    let quick = tokio::time::timeout(
+        sluice_integration_tests::upstream::HOLD / 2,
+        b.send_request(get_on("api.test", port, "/fine")),
+    )
+    .await
+    .expect("not queued behind the held body")
+    .expect("response");
+    assert_eq!(conn_of(&quick), "2");
+    assert_eq!(quick.into_body().collect().await.unwrap().to_bytes(), "ok");
+    // A's body arrives whole once the upstream sends the rest.
+    assert_eq!(
+        held.into_body().collect().await.unwrap().to_bytes(),
+        "firstlast"
+    );
+
+    // C takes an idle connection for another held response and is dropped mid-body: that
+    // connection must never carry another request (its stream holds the unread rest).
+    let mut c = raw_tunnel(&proxy, "api.test", port).await;
+    let abandoned = c
+        .send_request(get_on("api.test", port, "/hold"))
+        .await
+        .expect("head");
+    let abandoned_conn = conn_of(&abandoned);
+    drop(abandoned);
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..4 {
+        let response = b
+            .send_request(get_on("api.test", port, "/fine"))
+            .await
+            .expect("response");
+        assert_ne!(conn_of(&response), abandoned_conn);
+        assert_eq!(
+            response.into_body().collect().await.unwrap().to_bytes(),
+            "ok"
+        );
+    }
+    proxy.stop().await;
+}
+
 #[tokio::test]
 async fn keep_alive_is_reused_on_both_legs() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;

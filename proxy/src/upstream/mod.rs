@@ -143,7 +143,8 @@ pub enum UpstreamSetupError {
 ///
 /// The upstream connection speaks what the client spoke to sluice: a request that came
 /// over HTTP/1.1 goes out over a pool that offers only `http/1.1` (sluice's own,
-/// `pool.rs`), one that came over HTTP/2 over a pool that offers `h2` first (hyper-util's). A client's connection thus keeps its own
+/// `pool.rs`), one that came over HTTP/2 over a pool that offers `h2` first (hyper-util's).
+/// A client's connection thus keeps its own
 /// upstream connection rather than sharing one multiplexed HTTP/2 connection with every
 /// other tunnel to that host (measured: a shared h2 leg halves small-request throughput
 /// and large-body speed for HTTP/1.1 clients, docs/benchmarks.md).

@@ -15,18 +15,20 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::uri::{Authority, PathAndQuery};
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
+use tokio::time::Instant;
 
 use super::{Dialer, SendError, UpstreamError};
 use crate::body::Body;
 
-/// The most connections kept per destination; past it the oldest is let go.
-const MAX_PER_DESTINATION: usize = 64;
+/// The most idle connections kept per destination; past it the oldest idle one is let go.
+/// Busy ones (a response still being read) are bounded by the connection limit instead.
+const MAX_IDLE_PER_DESTINATION: usize = 64;
 
 /// Idle HTTP/1.1 connections by destination.
 pub(super) struct Http1Pool {
@@ -49,12 +51,22 @@ struct Destination {
 
 struct Idle {
     sender: SendRequest<Body>,
+    /// When it was last seen busy or handed back: its idle time starts once its response
+    /// has been read, not when the response began.
     since: Instant,
 }
 
 impl Idle {
-    fn expired(&self, idle_timeout: Duration) -> bool {
-        self.sender.is_closed() || self.since.elapsed() >= idle_timeout
+    /// Whether to let it go: closed, or idle for the idle timeout. A busy one never is.
+    fn expired(&mut self, now: Instant, idle_timeout: Duration) -> bool {
+        if self.sender.is_closed() {
+            return true;
+        }
+        if !self.sender.is_ready() {
+            self.since = now;
+            return false;
+        }
+        now.duration_since(self.since) >= idle_timeout
     }
 }
 
@@ -81,21 +93,32 @@ impl Http1Pool {
         mut request: Request<Body>,
     ) -> Result<Response<Incoming>, SendError> {
         let destination = Destination::of(request.uri()).map_err(SendError::Dial)?;
-        let mut sender = match self.checkout(&destination) {
-            Some(sender) => sender,
-            None => self.dial(request.uri()).await.map_err(SendError::Dial)?,
+        let uri = request.uri().clone();
+        let (mut sender, reused) = match self.checkout(&destination) {
+            Some(sender) => (sender, true),
+            None => (self.dial(&uri).await.map_err(SendError::Dial)?, false),
         };
         // HTTP/1.1 to an origin server: the request line carries the path alone.
-        let path = request
-            .uri()
+        let path = uri
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         *request.uri_mut() = Uri::from(path);
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| SendError::Http(Box::new(e)))?;
+        let response = match sender.try_send_request(request).await {
+            Ok(response) => response,
+            Err(mut error) => match error.take_message() {
+                // A reused connection the server closed as the request went out, with
+                // nothing of it written: once more on a new connection is safe.
+                Some(request) if reused => {
+                    sender = self.dial(&uri).await.map_err(SendError::Dial)?;
+                    sender
+                        .send_request(request)
+                        .await
+                        .map_err(|e| SendError::Http(Box::new(e)))?
+                }
+                _ => return Err(SendError::Http(Box::new(error.into_error()))),
+            },
+        };
         self.checkin(destination, sender);
         Ok(response)
     }
@@ -103,12 +126,13 @@ impl Http1Pool {
     /// A ready connection to `destination`, most recently used first; drops the expired
     /// ones it passes and leaves the busy ones.
     fn checkout(&self, destination: &Destination) -> Option<SendRequest<Body>> {
+        let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let list = idle.get_mut(destination)?;
         let mut i = list.len();
         while i > 0 {
             i -= 1;
-            if list[i].expired(self.idle_timeout) {
+            if list[i].expired(now, self.idle_timeout) {
                 list.remove(i);
             } else if list[i].sender.is_ready() {
                 return Some(list.remove(i).sender);
@@ -122,15 +146,17 @@ impl Http1Pool {
             return;
         }
         {
+            let now = Instant::now();
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             let list = idle.entry(destination).or_default();
-            if list.len() >= MAX_PER_DESTINATION {
-                list.remove(0);
+            list.retain_mut(|entry| !entry.expired(now, self.idle_timeout));
+            let ready = list.iter().filter(|e| e.sender.is_ready()).count();
+            if ready >= MAX_IDLE_PER_DESTINATION
+                && let Some(oldest) = list.iter().position(|e| e.sender.is_ready())
+            {
+                list.remove(oldest);
             }
-            list.push(Idle {
-                sender,
-                since: Instant::now(),
-            });
+            list.push(Idle { sender, since: now });
         }
         if !self.sweeping.swap(true, Ordering::Relaxed) {
             start_sweeper(Arc::downgrade(self), self.idle_timeout);
@@ -158,9 +184,10 @@ impl Http1Pool {
     /// Drops every expired connection, so that a destination no request comes back to
     /// does not keep its connections open.
     fn sweep(&self) {
+        let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.retain(|_, list| {
-            list.retain(|entry| !entry.expired(self.idle_timeout));
+            list.retain_mut(|entry| !entry.expired(now, self.idle_timeout));
             !list.is_empty()
         });
     }
