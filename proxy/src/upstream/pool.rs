@@ -1,9 +1,9 @@
-//! The HTTP/1.1 keep-alive pool of one worker: idle upstream connections per destination
-//! (scheme, host and port), reused by later requests to the same destination.
+//! The HTTP/1.1 keep-alive pool of one worker: idle upstream connections per origin
+//! (scheme, host and port), reused by later requests to the same origin.
 //!
 //! This module owns reuse and nothing else: which address is dialled and how its TLS is
 //! verified belong to the dialler (`connector.rs`), which every new connection passes
-//! through. A connection is only ever reused for the destination it was dialled for, and
+//! through. A connection is only ever reused for the origin it was dialled for, and
 //! only once hyper says it is ready for a new request (the last response read to its end);
 //! a closed one, or one idle longer than the idle timeout, is dropped, never used.
 //!
@@ -26,17 +26,17 @@ use tokio::time::Instant;
 use super::{Dialer, SendError, UpstreamError};
 use crate::body::Body;
 
-/// The most idle connections kept per destination; past it the oldest idle one is let go.
+/// The most idle connections kept per origin; past it the oldest idle one is let go.
 /// Busy ones (a response still being read) are bounded by the connection limit instead.
-const MAX_IDLE_PER_DESTINATION: usize = 64;
+const MAX_IDLE_PER_ORIGIN: usize = 64;
 
-/// Idle HTTP/1.1 connections by destination.
+/// Idle HTTP/1.1 connections by origin.
 pub(super) struct Http1Pool {
     dialer: Arc<Dialer>,
     /// Offers `http/1.1` alone in ALPN.
     tls: Arc<rustls::ClientConfig>,
     idle_timeout: Duration,
-    idle: Mutex<HashMap<Destination, Vec<Idle>>>,
+    idle: Mutex<HashMap<Origin, Vec<Idle>>>,
     /// Whether the sweeper that closes expired connections runs (started on first use, on
     /// the worker's runtime).
     sweeping: AtomicBool,
@@ -44,7 +44,7 @@ pub(super) struct Http1Pool {
 
 /// Where a pooled connection goes: it is reused for exactly this.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Destination {
+struct Origin {
     https: bool,
     authority: Authority,
 }
@@ -86,15 +86,15 @@ impl Http1Pool {
     }
 
     /// Sends `request` (absolute URI, `https` or `http`) over an idle connection to its
-    /// destination, or a new one, and returns the response head. The connection goes back
+    /// origin, or a new one, and returns the response head. The connection goes back
     /// to the pool at once; it is reused after its response has been read.
     pub(super) async fn send(
         self: &Arc<Self>,
         mut request: Request<Body>,
     ) -> Result<Response<Incoming>, SendError> {
-        let destination = Destination::of(request.uri()).map_err(SendError::Dial)?;
+        let origin = Origin::of(request.uri()).map_err(SendError::Dial)?;
         let uri = request.uri().clone();
-        let (mut sender, reused) = match self.checkout(&destination) {
+        let (mut sender, reused) = match self.checkout(&origin) {
             Some(sender) => (sender, true),
             None => (self.dial(&uri).await.map_err(SendError::Dial)?, false),
         };
@@ -119,16 +119,16 @@ impl Http1Pool {
                 _ => return Err(SendError::Http(Box::new(error.into_error()))),
             },
         };
-        self.checkin(destination, sender);
+        self.checkin(origin, sender);
         Ok(response)
     }
 
-    /// A ready connection to `destination`, most recently used first; drops the expired
+    /// A ready connection to `origin`, most recently used first; drops the expired
     /// ones it passes and leaves the busy ones.
-    fn checkout(&self, destination: &Destination) -> Option<SendRequest<Body>> {
+    fn checkout(&self, origin: &Origin) -> Option<SendRequest<Body>> {
         let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.get_mut(destination)?;
+        let list = idle.get_mut(origin)?;
         let mut i = list.len();
         while i > 0 {
             i -= 1;
@@ -141,17 +141,17 @@ impl Http1Pool {
         None
     }
 
-    fn checkin(self: &Arc<Self>, destination: Destination, sender: SendRequest<Body>) {
+    fn checkin(self: &Arc<Self>, origin: Origin, sender: SendRequest<Body>) {
         if sender.is_closed() {
             return;
         }
         {
             let now = Instant::now();
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            let list = idle.entry(destination).or_default();
+            let list = idle.entry(origin).or_default();
             list.retain_mut(|entry| !entry.expired(now, self.idle_timeout));
             let ready = list.iter().filter(|e| e.sender.is_ready()).count();
-            if ready >= MAX_IDLE_PER_DESTINATION
+            if ready >= MAX_IDLE_PER_ORIGIN
                 && let Some(oldest) = list.iter().position(|e| e.sender.is_ready())
             {
                 list.remove(oldest);
@@ -181,7 +181,7 @@ impl Http1Pool {
         Ok(sender)
     }
 
-    /// Drops every expired connection, so that a destination no request comes back to
+    /// Drops every expired connection, so that an origin no request comes back to
     /// does not keep its connections open.
     fn sweep(&self) {
         let now = Instant::now();
@@ -207,7 +207,7 @@ fn start_sweeper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
     });
 }
 
-impl Destination {
+impl Origin {
     fn of(uri: &Uri) -> Result<Self, UpstreamError> {
         let https = match uri.scheme_str() {
             Some("https") => true,
@@ -227,8 +227,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn destinations_differ_by_scheme_host_and_port() {
-        let of = |uri: &str| Destination::of(&uri.parse().unwrap()).unwrap();
+    fn origins_differ_by_scheme_host_and_port() {
+        let of = |uri: &str| Origin::of(&uri.parse().unwrap()).unwrap();
         assert_eq!(
             of("https://api.test:8443/a"),
             of("https://api.test:8443/b?q")
@@ -236,7 +236,7 @@ mod tests {
         assert_ne!(of("https://api.test:8443/"), of("http://api.test:8443/"));
         assert_ne!(of("https://api.test:8443/"), of("https://api.test:8444/"));
         assert_ne!(of("https://api.test:8443/"), of("https://other.test:8443/"));
-        assert!(Destination::of(&"/relative".parse().unwrap()).is_err());
-        assert!(Destination::of(&"ftp://api.test/".parse().unwrap()).is_err());
+        assert!(Origin::of(&"/relative".parse().unwrap()).is_err());
+        assert!(Origin::of(&"ftp://api.test/".parse().unwrap()).is_err());
     }
 }
