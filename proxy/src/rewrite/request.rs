@@ -401,6 +401,11 @@ pub fn check_authority(guard: &Guard, raw: &str) -> Result<(), Refusal> {
 
 /// Replaces the `index`th value of header `name`, keeping the order of the others.
 fn replace_nth(headers: &mut http::HeaderMap, name: &HeaderName, index: usize, value: HeaderValue) {
+    // Nearly always the header's one value: replaced where it stands.
+    if index == 0 && headers.get_all(name).iter().nth(1).is_none() {
+        headers.insert(name.clone(), value);
+        return;
+    }
     let mut values: Vec<HeaderValue> = headers.get_all(name).iter().cloned().collect();
     if let Some(slot) = values.get_mut(index) {
         *slot = value;
@@ -414,6 +419,37 @@ fn replace_nth(headers: &mut http::HeaderMap, name: &HeaderName, index: usize, v
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replace_nth_replaces_one_value_and_keeps_the_order_of_the_rest() {
+        let name = HeaderName::from_static("x-token");
+        let values = |headers: &http::HeaderMap| -> Vec<String> {
+            headers
+                .get_all(&name)
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect()
+        };
+        let mut one = http::HeaderMap::new();
+        one.insert(&name, HeaderValue::from_static("a"));
+        one.insert("x-other", HeaderValue::from_static("o"));
+        replace_nth(&mut one, &name, 0, HeaderValue::from_static("A"));
+        assert_eq!(values(&one), ["A"]);
+        assert_eq!(one["x-other"], "o");
+        for (index, expected) in [
+            (0, ["A", "b", "c"]),
+            (1, ["a", "B", "c"]),
+            (2, ["a", "b", "C"]),
+        ] {
+            let mut three = http::HeaderMap::new();
+            for v in ["a", "b", "c"] {
+                three.append(&name, HeaderValue::from_static(v));
+            }
+            let upper = HeaderValue::from_str(&expected[index]).unwrap();
+            replace_nth(&mut three, &name, index, upper);
+            assert_eq!(values(&three), expected);
+        }
+    }
 
     #[test]
     fn the_plan_cache_decides_once_and_stays_bounded() {
