@@ -445,7 +445,7 @@ mod tests {
             for v in ["a", "b", "c"] {
                 three.append(&name, HeaderValue::from_static(v));
             }
-            let upper = HeaderValue::from_str(&expected[index]).unwrap();
+            let upper = HeaderValue::from_str(expected[index]).unwrap();
             replace_nth(&mut three, &name, index, upper);
             assert_eq!(values(&three), expected);
         }
