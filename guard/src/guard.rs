@@ -198,9 +198,11 @@ impl GuardBuilder {
             .filter(|(_, info)| info.form != Form::Placeholder)
             .map(|(text, info)| (text.as_slice(), info.secret))
             .unzip();
+        // Standard semantics, so that every value a name holds can be reported
+        // (`values_in_name`), overlapping ones included.
         let names = AhoCorasick::builder()
             .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostFirst)
+            .match_kind(MatchKind::Standard)
             .build(&name_texts)
             .map_err(|e| GuardError::Matcher {
                 reason: e.to_string(),
@@ -480,13 +482,36 @@ impl Guard {
     /// # Ok::<(), sluice_guard::GuardError>(())
     /// ```
     pub fn value_in_name(&self, name: &[u8]) -> Option<SecretId> {
+        self.values_in_name(name).first().copied()
+    }
+
+    /// Every secret whose value (in any encoding) a header or trailer *name* holds, ignoring
+    /// ASCII case, overlapping matches included: a name may hold two values, and a caller
+    /// deciding per secret (one may go to this host, the other not) must see both. Each
+    /// secret once, in the order their values end in the name.
+    ///
+    /// ```
+    /// use sluice_guard::{Guard, Placeholder, SecretValue};
+    /// let mut builder = Guard::builder();
+    /// let a = builder.add("a", Placeholder::mint("a", &[1; 12]), SecretValue::from("FIRST-value-1"))?;
+    /// let b = builder.add("b", Placeholder::mint("b", &[2; 12]), SecretValue::from("Second-Value-2"))?;
+    /// let guard = builder.build()?;
+    /// assert_eq!(guard.values_in_name(b"x-first-value-1-second-value-2"), [a, b]);
+    /// # Ok::<(), sluice_guard::GuardError>(())
+    /// ```
+    pub fn values_in_name(&self, name: &[u8]) -> Vec<SecretId> {
+        let mut found = Vec::new();
         // Most names are shorter than any value form: no search needed.
         if name.len() < self.shortest_name_pattern {
-            return None;
+            return found;
         }
-        self.names
-            .find(name)
-            .map(|m| self.name_secrets[m.pattern().as_usize()])
+        for m in self.names.find_overlapping_iter(name) {
+            let secret = self.name_secrets[m.pattern().as_usize()];
+            if !found.contains(&secret) {
+                found.push(secret);
+            }
+        }
+        found
     }
 
     /// Whether `haystack` holds any placeholder or known value.
@@ -775,6 +800,19 @@ mod tests {
         assert_eq!(g.value_in_name(b"1234567"), None);
         let empty = Guard::builder().build().unwrap();
         assert_eq!(empty.value_in_name(b"anything-at-all"), None);
+    }
+
+    #[test]
+    fn values_in_name_reports_every_secret_once_overlapping_ones_too() {
+        let g = guard(&[("a", "Abcdefgh12"), ("b", "gh12345678")]).unwrap();
+        let (a, b) = (g.id("a").unwrap(), g.id("b").unwrap());
+        // The two values overlap: a leftmost search would report `a` alone.
+        assert_eq!(g.values_in_name(b"x-abcdefgh12345678"), [a, b]);
+        assert_eq!(
+            g.values_in_name(b"x-gh12345678-abcdefgh12-gh12345678"),
+            [b, a]
+        );
+        assert_eq!(g.values_in_name(b"x-short"), []);
     }
 
     #[test]

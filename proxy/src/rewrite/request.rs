@@ -298,14 +298,21 @@ impl<'a> Outbound<'a> {
     }
 
     /// A header name arrives lowercased, so a value spelled into it escapes the exact scan:
-    /// matched again without regard to case, and refused where the value may not go.
+    /// matched again without regard to case, and refused where the value may not go. Every
+    /// value the name holds is weighed: one that may go to this host does not let another
+    /// through beside it.
     fn check_name_case_folded(&self, name: &HeaderName) -> Result<(), Refusal> {
-        let Some(secret) = self.guard.value_in_name(name.as_str().as_bytes()) else {
-            return Ok(());
-        };
-        if self.plan(&Place::HeaderName).on_value(secret) == OnValue::Keep {
+        let found = self.guard.values_in_name(name.as_str().as_bytes());
+        if found.is_empty() {
             return Ok(());
         }
+        let plan = self.plan(&Place::HeaderName);
+        let Some(secret) = found
+            .into_iter()
+            .find(|&secret| plan.on_value(secret) != OnValue::Keep)
+        else {
+            return Ok(());
+        };
         let refused = sluice_guard::Refusal {
             secret,
             name: self.guard.name(secret).to_owned(),
@@ -449,6 +456,52 @@ mod tests {
             replace_nth(&mut three, &name, index, upper);
             assert_eq!(values(&three), expected);
         }
+    }
+
+    #[test]
+    fn a_header_name_holding_two_values_is_refused_for_the_one_the_host_may_not_get() {
+        let yaml = r#"
+version: 1
+secrets:
+  mine:
+    value: "Mine-Value-0001"
+    hosts: ["api.test"]
+  theirs:
+    value: "Theirs-Value-0002"
+    hosts: ["other.test"]
+"#;
+        let policy = Policy::parse(yaml, "two.yaml").unwrap().policy;
+        let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+        let target = Target {
+            host: "api.test".into(),
+            port: 443,
+        };
+        let outbound = Outbound::new(&guard, &policy, &target);
+        // What hyper hands over for `X-Mine-Value-0001-Theirs-Value-0002: 1`: `mine` may go
+        // to api.test, `theirs` may not, and comes second.
+        let (mut parts, ()) = http::Request::get("https://api.test/")
+            .header("x-mine-value-0001-theirs-value-0002", "1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let refusal = outbound.rewrite_head(&mut parts).unwrap_err();
+        assert_eq!(refusal.code, "secret-value-refused");
+        assert_eq!(refusal.secret.as_deref(), Some("theirs"));
+        assert!(
+            !refusal
+                .message
+                .to_ascii_lowercase()
+                .contains("theirs-value-0002"),
+            "{}",
+            refusal.message
+        );
+        // Alone, the value the host may get passes.
+        let (mut parts, ()) = http::Request::get("https://api.test/")
+            .header("x-mine-value-0001", "1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        assert!(outbound.rewrite_head(&mut parts).is_ok());
     }
 
     #[test]

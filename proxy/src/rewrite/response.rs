@@ -21,13 +21,17 @@ pub fn drop_reason_phrase(extensions: &mut http::Extensions) {
 /// was redacted.
 pub fn redact_headers(guard: &Guard, headers: &mut HeaderMap) -> Tally {
     let mut tally = Tally::default();
-    // Names arrive lowercased: matched without regard to case.
-    let named: Vec<(http::HeaderName, SecretId)> = headers
+    // Names arrive lowercased: matched without regard to case. Every value a dropped name
+    // held is counted.
+    let named: Vec<(http::HeaderName, Vec<SecretId>)> = headers
         .keys()
-        .filter_map(|name| Some((name.clone(), guard.value_in_name(name.as_str().as_bytes())?)))
+        .map(|name| (name.clone(), guard.values_in_name(name.as_str().as_bytes())))
+        .filter(|(_, found)| !found.is_empty())
         .collect();
-    for (name, secret) in named {
-        tally.add_redaction(secret);
+    for (name, found) in named {
+        for secret in found {
+            tally.add_redaction(secret);
+        }
         headers.remove(&name);
     }
     let mut replaced = Vec::new();

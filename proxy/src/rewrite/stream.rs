@@ -453,9 +453,12 @@ impl RewriteBody {
         let clean = rewritten.tally().is_empty();
         if !rewritten.is_changed() {
             // A value in a name arrives case-folded, where the exact scan cannot see it:
-            // such a trailer is dropped, and counted as a redaction.
-            if let Some(secret) = self.guard.value_in_name(key.as_str().as_bytes()) {
+            // such a trailer is dropped, and each value it held counted as a redaction.
+            let found = self.guard.values_in_name(key.as_str().as_bytes());
+            for &secret in &found {
                 self.trailer_tally.add_redaction(secret);
+            }
+            if !found.is_empty() {
                 return Ok(None);
             }
             return Ok(Some((key, clean)));
