@@ -243,12 +243,17 @@ impl Guard {
     /// [`Guard::redact`] for text: the result is text again (bytes a replacement left invalid,
     /// which only a non-UTF-8 secret can cause, become U+FFFD).
     pub fn redact_str(&self, input: &str) -> String {
-        // Most text holds nothing (every audit field goes through here): no plan, no copy
-        // through a zeroized buffer.
-        if !self.is_match(input.as_bytes()) {
-            return input.to_owned();
+        self.redact_string(input.to_owned())
+    }
+
+    /// [`Guard::redact_str`] for text the caller owns, handed back as it is when it holds
+    /// nothing: most text holds nothing (every audit field goes through here), and then
+    /// there is no plan to make and nothing to copy.
+    pub fn redact_string(&self, text: String) -> String {
+        if !self.is_match(text.as_bytes()) {
+            return text;
         }
-        String::from_utf8_lossy(self.redact(input.as_bytes()).bytes()).into_owned()
+        String::from_utf8_lossy(self.redact(text.as_bytes()).bytes()).into_owned()
     }
 
     /// Whether [`Guard::rewrite_header_value`] could find anything in `value`: a match as it

@@ -274,7 +274,6 @@ fn websocket_echo(
         .expect("101")
 }
 
-/// A body that yields its frames one per poll: a value split across 1-byte DATA frames.
 /// `/hold`: `first`, a pause of [`HOLD`], then `last`: a response whose body is still
 /// being read well after its head arrived (no length, so a proxy streams it).
 struct Held {
@@ -327,6 +326,7 @@ impl http_body::Body for Held {
     }
 }
 
+/// A body that yields its frames one per poll: a value split across 1-byte DATA frames.
 struct Trickle(std::collections::VecDeque<Bytes>);
 
 impl http_body::Body for Trickle {

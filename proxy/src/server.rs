@@ -252,13 +252,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     // label or a path segment is written as its placeholder.
     let redactor = {
         let guard = guard.clone();
-        Arc::new(move |text: String| {
-            if guard.is_match(text.as_bytes()) {
-                guard.redact_str(&text)
-            } else {
-                text
-            }
-        }) as crate::audit::Redactor
+        Arc::new(move |text: String| guard.redact_string(text)) as crate::audit::Redactor
     };
     let audit = AuditLog::open_with_redactor(
         &config.audit_log,

@@ -172,6 +172,23 @@ fn redaction_leaves_placeholders_and_other_text() {
 }
 
 #[test]
+fn owned_text_comes_back_untouched_when_clean_and_redacted_when_not() {
+    let f = fixture();
+    let clean = String::from("GET /v1/repos on api.github.com");
+    let at = clean.as_ptr();
+    let back = f.guard.redact_string(clean);
+    assert_eq!(back, "GET /v1/repos on api.github.com");
+    assert_eq!(back.as_ptr(), at, "clean text is handed back, not copied");
+    let leaky = String::from("token=ghp_AAAAbbbbCCCCdddd1234");
+    let redacted = f.guard.redact_string(leaky);
+    assert_eq!(redacted, format!("token={}", ph(&f, f.gh)));
+    assert_eq!(
+        f.guard.redact_str("token=ghp_AAAAbbbbCCCCdddd1234"),
+        redacted
+    );
+}
+
+#[test]
 fn basic_credentials_are_decoded_swapped_and_reencoded() {
     let f = fixture();
     let b64 = &base64::engine::general_purpose::STANDARD;

@@ -288,19 +288,7 @@ impl Upstream {
             .dialer
             .connect_tls(host, port, self.tls_http1.clone())
             .await?;
-        let (send, connection) =
-            hyper::client::conn::http1::handshake(conn)
-                .await
-                .map_err(|e| UpstreamError::Tls {
-                    host: host.to_owned(),
-                    source: std::io::Error::other(e.to_string()),
-                })?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.with_upgrades().await {
-                tracing::debug!(%error, "upgrade connection ended");
-            }
-        });
-        Ok(send)
+        http1_over(conn, host, true).await
     }
 
     /// The timeouts this leg was built with.
@@ -312,6 +300,32 @@ impl Upstream {
     pub async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
         self.dialer.dial(host, port).await
     }
+}
+
+/// An HTTP/1.1 client connection over `conn`, its connection task spawned on the current
+/// runtime; with `upgrades`, a `101` turns the connection into the joined stream.
+async fn http1_over(
+    conn: UpstreamConn,
+    host: &str,
+    upgrades: bool,
+) -> Result<hyper::client::conn::http1::SendRequest<Body>, UpstreamError> {
+    let (send, connection) = hyper::client::conn::http1::handshake(conn)
+        .await
+        .map_err(|e| UpstreamError::Tls {
+            host: host.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    tokio::spawn(async move {
+        let ended = if upgrades {
+            connection.with_upgrades().await
+        } else {
+            connection.await
+        };
+        if let Err(error) = ended {
+            tracing::debug!(%error, "upstream connection ended");
+        }
+    });
+    Ok(send)
 }
 
 /// Why sending a request upstream failed.

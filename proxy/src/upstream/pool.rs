@@ -166,19 +166,7 @@ impl Http1Pool {
     /// A new connection, through the dialler (resolve, address policy, verified TLS).
     async fn dial(&self, uri: &Uri) -> Result<SendRequest<Body>, UpstreamError> {
         let conn = self.dialer.connect_uri(uri, self.tls.clone()).await?;
-        let (sender, connection) =
-            hyper::client::conn::http1::handshake(conn)
-                .await
-                .map_err(|e| UpstreamError::Tls {
-                    host: uri.host().unwrap_or_default().to_owned(),
-                    source: std::io::Error::other(e.to_string()),
-                })?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "upstream connection ended");
-            }
-        });
-        Ok(sender)
+        super::http1_over(conn, uri.host().unwrap_or_default(), false).await
     }
 
     /// Drops every expired connection, so that an origin no request comes back to
