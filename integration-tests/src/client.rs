@@ -184,6 +184,50 @@ pub async fn tls_tunnel(
         .map_err(|e| format!("TLS: {e}"))
 }
 
+/// Where a proxy listens, its URL with credentials, and its CA: an in-process
+/// [`crate::TestProxy`] (`TestProxy::at`) or a `sluice serve` child.
+#[derive(Clone, Debug)]
+pub struct ProxyAt {
+    /// The listening address.
+    pub addr: std::net::SocketAddr,
+    /// `http://user:token@host:port`.
+    pub url: String,
+    /// The run CA, PEM file.
+    pub ca: std::path::PathBuf,
+}
+
+impl ProxyAt {
+    /// A CONNECT tunnel to `authority` with TLS (SNI `sni`, offering `alpn`) inside it.
+    pub async fn tls_tunnel(
+        &self,
+        authority: &str,
+        sni: &str,
+        alpn: &[&[u8]],
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+        tls_tunnel(self.addr, &self.url, authority, sni, &self.ca, alpn).await
+    }
+
+    /// A TLS tunnel to `host:port` with SNI `host`, offering `alpn`.
+    pub async fn tunnel_to(
+        &self,
+        host: &str,
+        port: u16,
+        alpn: &[&[u8]],
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+        self.tls_tunnel(&format!("{host}:{port}"), host, alpn).await
+    }
+
+    /// [`TunnelClient::open`] through this proxy.
+    pub async fn open(
+        &self,
+        authority: &str,
+        sni: &str,
+        alpn: &[&[u8]],
+    ) -> Result<TunnelClient, String> {
+        TunnelClient::open(self.addr, &self.url, authority, sni, &self.ca, alpn).await
+    }
+}
+
 impl TunnelClient {
     /// Opens a tunnel to `authority` through the proxy, TLS with `sni`, offering `alpn`.
     pub async fn open(

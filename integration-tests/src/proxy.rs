@@ -67,6 +67,15 @@ impl TestProxy {
         self.proxy.local_addr()
     }
 
+    /// Where it listens, with its URL and CA, for the tunnel helpers.
+    pub fn at(&self) -> crate::client::ProxyAt {
+        crate::client::ProxyAt {
+            addr: self.addr(),
+            url: self.url(),
+            ca: self.ca_path(),
+        }
+    }
+
     /// Stops the proxy and returns the audit log's lines.
     pub async fn stop(self) -> Vec<String> {
         let path = self.audit_path();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use sluice_integration_tests::client::{self, TunnelClient};
+use sluice_integration_tests::client::{self, ProxyAt};
 use sluice_integration_tests::{RecordingUpstream, TestPki, TestProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -38,51 +38,19 @@ fn placeholder(proxy: &TestProxy) -> String {
         .to_owned()
 }
 
-/// Where a proxy listens, its URL with credentials, and its CA: an in-process
-/// [`TestProxy`] or a `sluice serve` child.
-#[derive(Clone)]
-struct ProxyAt {
-    addr: std::net::SocketAddr,
-    url: String,
-    ca: std::path::PathBuf,
-}
-
-impl From<&TestProxy> for ProxyAt {
-    fn from(proxy: &TestProxy) -> Self {
-        Self {
-            addr: proxy.addr(),
-            url: proxy.url(),
-            ca: proxy.ca_path(),
-        }
-    }
-}
-
-impl ProxyAt {
-    /// A TLS tunnel to `host:port` (SNI `host`) offering `alpn`.
-    async fn tunnel(&self, host: &str, port: u16, alpn: &[&[u8]]) -> TlsStream {
-        client::tls_tunnel(
-            self.addr,
-            &self.url,
-            &format!("{host}:{port}"),
-            host,
-            &self.ca,
-            alpn,
-        )
-        .await
-        .expect("tunnel")
-    }
-}
-
 type TlsStream = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
 /// Opens an HTTP/1.1 tunnel to `host:port`, writes `raw` and reads until the proxy closes
 /// the connection (every case asks for `Connection: close` or is refused).
 async fn raw_exchange(proxy: &TestProxy, host: &str, port: u16, raw: &[u8]) -> String {
-    raw_exchange_at(&ProxyAt::from(proxy), host, port, raw).await
+    raw_exchange_at(&proxy.at(), host, port, raw).await
 }
 
 async fn raw_exchange_at(proxy: &ProxyAt, host: &str, port: u16, raw: &[u8]) -> String {
-    let mut tls = proxy.tunnel(host, port, &[b"http/1.1"]).await;
+    let mut tls = proxy
+        .tunnel_to(host, port, &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     tls.write_all(raw).await.expect("write request");
     let mut answer = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(20), tls.read_to_end(&mut answer)).await;
@@ -106,21 +74,15 @@ fn status_of(answer: &str) -> u16 {
 
 /// A plain request on a fresh tunnel: the proxy still serves.
 async fn assert_still_serves(proxy: &TestProxy, port: u16) {
-    assert_still_serves_at(&ProxyAt::from(proxy), port).await;
+    assert_still_serves_at(&proxy.at(), port).await;
 }
 
 async fn assert_still_serves_at(proxy: &ProxyAt, port: u16) {
     let authority = format!("api.test:{port}");
-    let mut tunnel = TunnelClient::open(
-        proxy.addr,
-        &proxy.url,
-        &authority,
-        "api.test",
-        &proxy.ca,
-        &[b"http/1.1"],
-    )
-    .await
-    .expect("a tunnel after the abuse");
+    let mut tunnel = proxy
+        .open(&authority, "api.test", &[b"http/1.1"])
+        .await
+        .expect("a tunnel after the abuse");
     let request = http::Request::get("/still-serving")
         .header("host", authority.as_str())
         .body(Full::new(Bytes::new()))
@@ -761,9 +723,11 @@ async fn upstream_1xx_ranges_headers_and_trailers_carry_no_value_to_the_client()
     }
     let upstream = RawUpstream::start(&pki, trailers).await;
     let port = upstream.port;
-    let tls = ProxyAt::from(&proxy)
-        .tunnel("api.test", port, &[b"h2"])
-        .await;
+    let tls = proxy
+        .at()
+        .tunnel_to("api.test", port, &[b"h2"])
+        .await
+        .expect("tunnel");
     let (mut send, connection) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(tls),
@@ -956,7 +920,10 @@ struct H2Wire {
 
 impl H2Wire {
     async fn open(proxy: &ProxyAt, port: u16) -> Self {
-        let tls = proxy.tunnel("api.test", port, &[b"h2"]).await;
+        let tls = proxy
+            .tunnel_to("api.test", port, &[b"h2"])
+            .await
+            .expect("tunnel");
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
         let (mut read, mut write) = tokio::io::split(tls);
         write
@@ -1112,7 +1079,7 @@ async fn http2_malformed_heads_never_reach_the_upstream() {
     let pki = TestPki::new();
     let upstream = RecordingUpstream::start(&pki, HOSTS, &[b"h2", b"http/1.1"]).await;
     let proxy = TestProxy::start(POLICY, &pki, HOSTS).await;
-    let at = ProxyAt::from(&proxy);
+    let at = proxy.at();
     let port = upstream.port();
     let ph = placeholder(&proxy);
     let auth = format!("api.test:{port}");
@@ -1402,7 +1369,10 @@ async fn http2_floods_leave_the_service_up_and_memory_bounded() {
 
     // Rapid reset (CVE-2023-44487): thousands of requests, each cancelled as soon as sent,
     // through a real HTTP/2 client.
-    let tls = at.tunnel("api.test", port, &[b"h2"]).await;
+    let tls = at
+        .tunnel_to("api.test", port, &[b"h2"])
+        .await
+        .expect("tunnel");
     let (mut h2, connection) = h2::client::handshake(tls).await.expect("h2 handshake");
     let driver = tokio::spawn(connection);
     let sent = rapid_reset(&mut h2, port, 5_000).await;
@@ -1453,9 +1423,11 @@ async fn rapid_reset(h2: &mut h2::client::SendRequest<Bytes>, port: u16, count: 
 /// Writes `head`, then the body one byte per 300 ms (as long as the proxy reads), and
 /// returns whatever the proxy answered by the time it closed the connection.
 async fn trickle(proxy: &TestProxy, host: &str, port: u16, head: String, body: &[u8]) -> String {
-    let tls = ProxyAt::from(proxy)
-        .tunnel(host, port, &[b"http/1.1"])
-        .await;
+    let tls = proxy
+        .at()
+        .tunnel_to(host, port, &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     let (mut read, mut write) = tokio::io::split(tls);
     write.write_all(head.as_bytes()).await.expect("head");
     let body = body.to_vec();
@@ -1613,7 +1585,10 @@ async fn a_client_that_never_reads_holds_a_bounded_amount() {
     let mut serve = ServeProcess::start(POLICY, &pki, "").await;
     let at = serve.at.clone();
     let baseline = serve.rss_kib();
-    let mut tls = at.tunnel("api.test", port, &[b"http/1.1"]).await;
+    let mut tls = at
+        .tunnel_to("api.test", port, &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     tls.write_all(format!("GET /big HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n").as_bytes())
         .await
         .expect("request");
@@ -1652,7 +1627,10 @@ async fn a_client_that_never_reads_holds_a_bounded_amount() {
     drop(tls);
     serve.assert_alive();
     // Still serving (the endless upstream answers this too: read only its head).
-    let mut tls = at.tunnel("api.test", port, &[b"http/1.1"]).await;
+    let mut tls = at
+        .tunnel_to("api.test", port, &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     tls.write_all(format!("GET /again HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n").as_bytes())
         .await
         .expect("request");
@@ -1675,16 +1653,11 @@ async fn connections_beyond_the_limit_are_closed_and_served_again_once_freed() {
     let authority = format!("api.test:{port}");
     let mut held = Vec::new();
     for n in 0..4 {
-        let mut tunnel = TunnelClient::open(
-            proxy.addr(),
-            &proxy.url(),
-            &authority,
-            "api.test",
-            &proxy.ca_path(),
-            &[b"http/1.1"],
-        )
-        .await
-        .expect("a tunnel within the limit");
+        let mut tunnel = proxy
+            .at()
+            .open(&authority, "api.test", &[b"http/1.1"])
+            .await
+            .expect("a tunnel within the limit");
         let request = http::Request::get(format!("/held-{n}"))
             .header("host", authority.as_str())
             .body(Full::new(Bytes::new()))
@@ -1713,15 +1686,10 @@ async fn connections_beyond_the_limit_are_closed_and_served_again_once_freed() {
     drop(held);
     let mut served = false;
     for _ in 0..80 {
-        if let Ok(mut tunnel) = TunnelClient::open(
-            proxy.addr(),
-            &proxy.url(),
-            &authority,
-            "api.test",
-            &proxy.ca_path(),
-            &[b"http/1.1"],
-        )
-        .await
+        if let Ok(mut tunnel) = proxy
+            .at()
+            .open(&authority, "api.test", &[b"http/1.1"])
+            .await
         {
             let request = http::Request::get("/after")
                 .header("host", authority.as_str())
@@ -1786,14 +1754,7 @@ async fn running_out_of_file_descriptors_does_not_stop_the_proxy() {
     for _ in 0..80 {
         let attempt = tokio::time::timeout(
             Duration::from_secs(5),
-            client::tls_tunnel(
-                at.addr,
-                &at.url,
-                &format!("api.test:{port}"),
-                "api.test",
-                &at.ca,
-                &[b"http/1.1"],
-            ),
+            at.tunnel_to("api.test", port, &[b"http/1.1"]),
         )
         .await;
         if let Ok(Ok(mut tls)) = attempt {

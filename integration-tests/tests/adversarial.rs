@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sluice_integration_tests::client::{self, TunnelClient};
+use sluice_integration_tests::client;
 use sluice_integration_tests::{RecordingUpstream, TestPki, TestProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -117,16 +117,11 @@ async fn smuggling_framing_is_refused_inside_a_tunnel() {
     ];
     for raw in cases {
         let raw = String::from_utf8_lossy(raw).replace("AUTH", &authority);
-        let mut tls = client::tls_tunnel(
-            proxy.addr(),
-            &proxy.url(),
-            &authority,
-            "api.test",
-            &proxy.ca_path(),
-            &[b"http/1.1"],
-        )
-        .await
-        .expect("tunnel");
+        let mut tls = proxy
+            .at()
+            .tls_tunnel(&authority, "api.test", &[b"http/1.1"])
+            .await
+            .expect("tunnel");
         tls.write_all(raw.as_bytes()).await.unwrap();
         let mut answer = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut answer)).await;
@@ -156,16 +151,11 @@ async fn a_second_http2_stream_cannot_move_to_another_granted_host() {
     );
     let proxy = TestProxy::start(&policy, &pki, HOSTS).await;
     let port = upstream.port();
-    let mut tunnel = TunnelClient::open(
-        proxy.addr(),
-        &proxy.url(),
-        &format!("api.test:{port}"),
-        "api.test",
-        &proxy.ca_path(),
-        &[b"h2"],
-    )
-    .await
-    .expect("tunnel");
+    let mut tunnel = proxy
+        .at()
+        .open(&format!("api.test:{port}"), "api.test", &[b"h2"])
+        .await
+        .expect("tunnel");
     let first = http::Request::get(format!("https://api.test:{port}/one"))
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .unwrap();
@@ -275,16 +265,11 @@ async fn garbage_client_hellos_close_the_tunnel_and_the_service_stays_up() {
         assert!(read.is_ok(), "a garbage ClientHello held the tunnel open");
     }
     // Still serving.
-    let mut tunnel = TunnelClient::open(
-        proxy.addr(),
-        &proxy.url(),
-        &authority,
-        "api.test",
-        &proxy.ca_path(),
-        &[b"http/1.1"],
-    )
-    .await
-    .expect("tunnel after abuse");
+    let mut tunnel = proxy
+        .at()
+        .open(&authority, "api.test", &[b"http/1.1"])
+        .await
+        .expect("tunnel after abuse");
     let mut request = http::Request::get("/ok")
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .unwrap();

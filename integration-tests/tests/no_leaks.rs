@@ -144,15 +144,14 @@ async fn no_value_in_any_log_line_audit_event_or_error_body() {
     }
     // A value spelled into the TLS SNI inside a tunnel to a granted host: the handshake is
     // refused, and neither the log nor the audit line about it may spell the value.
-    let refused = sluice_integration_tests::client::TunnelClient::open(
-        proxy.addr(),
-        &proxy.url(),
-        &format!("api.test:{port}"),
-        &format!("{LOWER}.test"),
-        &proxy.ca_path(),
-        &[b"http/1.1"],
-    )
-    .await;
+    let refused = proxy
+        .at()
+        .open(
+            &format!("api.test:{port}"),
+            &format!("{LOWER}.test"),
+            &[b"http/1.1"],
+        )
+        .await;
     assert!(refused.is_err(), "a foreign SNI was accepted");
     let audit = proxy.stop().await.join("\n");
     let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();

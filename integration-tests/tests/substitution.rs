@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use sluice_integration_tests::client::{self, CurlOutput};
+use sluice_integration_tests::client::CurlOutput;
 use sluice_integration_tests::{Curl, RecordingUpstream, TestPki, TestProxy};
 
 const TOKEN: &str = "tok/REAL+value=0123456789&abc";
@@ -447,16 +447,12 @@ async fn a_refused_request_never_reaches_the_upstream_over_a_raw_tunnel() {
     let world = World::new().await;
     let ph = world.placeholder("api_token");
     let authority = format!("other.test:{}", world.upstream.port());
-    let mut tunnel = client::TunnelClient::open(
-        world.proxy.addr(),
-        &world.proxy.url(),
-        &authority,
-        "other.test",
-        &world.proxy.ca_path(),
-        &[b"h2"],
-    )
-    .await
-    .expect("tunnel");
+    let mut tunnel = world
+        .proxy
+        .at()
+        .open(&authority, "other.test", &[b"h2"])
+        .await
+        .expect("tunnel");
     let request = http::Request::get(format!("https://{authority}/x"))
         .header("authorization", format!("Bearer {ph}"))
         .body(http_body_util::Full::new(bytes::Bytes::new()))
@@ -596,16 +592,12 @@ async fn a_placeholder_in_request_trailers_is_never_swapped() {
     let world = World::new().await;
     let bk = world.placeholder("body_key");
     let authority = format!("api.test:{}", world.upstream.port());
-    let tls = client::tls_tunnel(
-        world.proxy.addr(),
-        &world.proxy.url(),
-        &authority,
-        "api.test",
-        &world.proxy.ca_path(),
-        &[b"h2"],
-    )
-    .await
-    .expect("tunnel");
+    let tls = world
+        .proxy
+        .at()
+        .tls_tunnel(&authority, "api.test", &[b"h2"])
+        .await
+        .expect("tunnel");
     let (mut send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(tls),

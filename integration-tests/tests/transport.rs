@@ -168,16 +168,11 @@ async fn a_request_naming_another_host_gets_421_over_http1_and_http2() {
     let port = upstream.port();
     let authority = format!("api.test:{port}");
     for alpn in [&[b"http/1.1".as_slice()][..], &[b"h2".as_slice()][..]] {
-        let mut tunnel = TunnelClient::open(
-            proxy.addr(),
-            &proxy.url(),
-            &authority,
-            "api.test",
-            &proxy.ca_path(),
-            alpn,
-        )
-        .await
-        .expect("tunnel");
+        let mut tunnel = proxy
+            .at()
+            .open(&authority, "api.test", alpn)
+            .await
+            .expect("tunnel");
         let misdirected = if tunnel.is_h2() {
             get(&format!("https://other.test:{port}/steal"))
         } else {
@@ -209,15 +204,10 @@ async fn a_request_naming_another_host_gets_421_over_http1_and_http2() {
 async fn sni_naming_another_host_is_refused_at_the_handshake() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
     let authority = format!("api.test:{}", upstream.port());
-    let result = TunnelClient::open(
-        proxy.addr(),
-        &proxy.url(),
-        &authority,
-        "other.test",
-        &proxy.ca_path(),
-        &[b"http/1.1"],
-    )
-    .await;
+    let result = proxy
+        .at()
+        .open(&authority, "other.test", &[b"http/1.1"])
+        .await;
     assert!(result.is_err(), "a handshake for another name must fail");
     assert_eq!(upstream.connections(), 0);
     let audit = proxy.stop().await;
@@ -248,16 +238,11 @@ async fn pooled_upstream_connections_serve_one_destination_and_expire_when_idle(
     let mut tunnels = Vec::new();
     for host in ["api.test", "other.test"] {
         let authority = format!("{host}:{port}");
-        let tunnel = TunnelClient::open(
-            proxy.addr(),
-            &proxy.url(),
-            &authority,
-            host,
-            &proxy.ca_path(),
-            &[b"http/1.1"],
-        )
-        .await
-        .expect("tunnel");
+        let tunnel = proxy
+            .at()
+            .open(&authority, host, &[b"http/1.1"])
+            .await
+            .expect("tunnel");
         tunnels.push((authority, tunnel));
     }
     // Reused for its own destination, never for another host on the same address.
@@ -280,16 +265,11 @@ async fn raw_tunnel(
     port: u16,
 ) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
     let authority = format!("{host}:{port}");
-    let tls = client::tls_tunnel(
-        proxy.addr(),
-        &proxy.url(),
-        &authority,
-        host,
-        &proxy.ca_path(),
-        &[b"http/1.1"],
-    )
-    .await
-    .expect("tunnel");
+    let tls = proxy
+        .at()
+        .tls_tunnel(&authority, host, &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
         .await
         .expect("handshake");
@@ -369,16 +349,11 @@ async fn keep_alive_is_reused_on_both_legs() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
     let port = upstream.port();
     let authority = format!("api.test:{port}");
-    let mut tunnel = TunnelClient::open(
-        proxy.addr(),
-        &proxy.url(),
-        &authority,
-        "api.test",
-        &proxy.ca_path(),
-        &[b"http/1.1"],
-    )
-    .await
-    .expect("tunnel");
+    let mut tunnel = proxy
+        .at()
+        .open(&authority, "api.test", &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     for _ in 0..5 {
         let mut req = get("/again");
         req.headers_mut().insert("host", authority.parse().unwrap());
@@ -581,16 +556,11 @@ async fn websocket_upgrades_pass_through_after_a_scanned_handshake() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (_pki, upstream, proxy) = setup(&[b"h2", b"http/1.1"]).await;
     let authority = format!("api.test:{}", upstream.port());
-    let tls = client::tls_tunnel(
-        proxy.addr(),
-        &proxy.url(),
-        &authority,
-        "api.test",
-        &proxy.ca_path(),
-        &[b"http/1.1"],
-    )
-    .await
-    .expect("tunnel");
+    let tls = proxy
+        .at()
+        .tls_tunnel(&authority, "api.test", &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
         .await
         .expect("handshake");
@@ -721,16 +691,11 @@ async fn an_upgrade_request_body_is_scanned_before_anything_leaves() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
     // other.test is reachable but api_token is not granted there: its value may not go.
     let authority = format!("other.test:{}", upstream.port());
-    let mut tunnel = TunnelClient::open(
-        proxy.addr(),
-        &proxy.url(),
-        &authority,
-        "other.test",
-        &proxy.ca_path(),
-        &[b"http/1.1"],
-    )
-    .await
-    .expect("tunnel");
+    let mut tunnel = proxy
+        .at()
+        .open(&authority, "other.test", &[b"http/1.1"])
+        .await
+        .expect("tunnel");
     let request = Request::get("/ws")
         .header("host", authority.as_str())
         .header("connection", "Upgrade")
