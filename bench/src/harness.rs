@@ -119,14 +119,15 @@ struct Context {
     ticks_per_second: u64,
 }
 
-/// A stand-in for a secret value: random per run, not a credential anywhere.
-fn stand_in_value() -> String {
+/// A stand-in for a secret value: `prefix` and 32 random hex digits, new per run,
+/// lowercase (so a header name holding it would still be found), not a credential anywhere.
+pub(crate) fn stand_in_value(prefix: &str) -> String {
     let random = || {
         std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish()
     };
-    format!("benchvalue{:016x}{:016x}", random(), random())
+    format!("{prefix}{:016x}{:016x}", random(), random())
 }
 
 /// The `Authorization` a non-sluice peer carries: a placeholder-shaped string nothing swaps.
@@ -153,7 +154,7 @@ pub(crate) async fn run(plan: Plan) -> Result<Report, BenchError> {
     let tmp = tempfile::tempdir().map_err(BenchError::file(std::env::temp_dir()))?;
     let dir = tmp.path().to_owned();
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
-    let value = stand_in_value();
+    let value = stand_in_value("benchvalue");
     let mut upstream_cmd = Command::new(&exe);
     upstream_cmd
         .arg("upstream")
@@ -656,7 +657,7 @@ mod tests {
 
     #[test]
     fn stand_in_values_differ_per_call_and_are_long_enough_to_redact() {
-        let (a, b) = (stand_in_value(), stand_in_value());
+        let (a, b) = (stand_in_value("benchvalue"), stand_in_value("benchvalue"));
         assert_ne!(a, b);
         assert!(a.len() >= 16 && a.bytes().all(|c| c.is_ascii_alphanumeric()));
     }

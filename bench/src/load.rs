@@ -125,6 +125,23 @@ async fn connect_tunnel(
     authority: &str,
     proxy_authorization: Option<&str>,
 ) -> Result<(), BenchError> {
+    match send_connect(tcp, authority, proxy_authorization).await {
+        Ok(200) => Ok(()),
+        Ok(status) => Err(BenchError::Request(format!(
+            "CONNECT answered {status}, expected 200"
+        ))),
+        Err(why) => Err(BenchError::Request(why)),
+    }
+}
+
+/// Sends `CONNECT authority` (with `Proxy-Authorization` when given) and returns the status
+/// of the proxy's answer, read with httparse; an error when the answer does not arrive
+/// whole (cut off, or a head over 16 KiB).
+pub(crate) async fn send_connect(
+    tcp: &mut TcpStream,
+    authority: &str,
+    proxy_authorization: Option<&str>,
+) -> Result<u16, String> {
     let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
     if let Some(value) = proxy_authorization {
         head.push_str("Proxy-Authorization: ");
@@ -134,36 +151,30 @@ async fn connect_tunnel(
     head.push_str("\r\n");
     tcp.write_all(head.as_bytes())
         .await
-        .map_err(|e| BenchError::Request(format!("sending CONNECT: {e}")))?;
+        .map_err(|e| format!("sending CONNECT: {e}"))?;
     // The proxy says nothing after its answer head until our ClientHello, so reading in
     // chunks cannot swallow tunnel bytes.
     let mut received = Vec::with_capacity(256);
     let mut buf = [0u8; 512];
-    while !received.windows(4).any(|w| w == b"\r\n\r\n") {
+    loop {
         let n = tcp
             .read(&mut buf)
             .await
-            .map_err(|e| BenchError::Request(format!("reading the CONNECT answer: {e}")))?;
+            .map_err(|e| format!("reading the CONNECT answer: {e}"))?;
         if n == 0 || received.len() > 16 * 1024 {
-            return Err(BenchError::Request(format!(
-                "CONNECT answer ended after {} bytes, expected a head ending in a blank line",
+            return Err(format!(
+                "the CONNECT answer ended after {} bytes, expected a whole head",
                 received.len()
-            )));
+            ));
         }
         received.extend_from_slice(&buf[..n]);
-    }
-    let status_line = received
-        .split(|&b| b == b'\r')
-        .next()
-        .map(|l| String::from_utf8_lossy(l).into_owned())
-        .unwrap_or_default();
-    let status = status_line.split_whitespace().nth(1).unwrap_or_default();
-    if status == "200" {
-        Ok(())
-    } else {
-        Err(BenchError::Request(format!(
-            "CONNECT answered {status_line:?}, expected 200"
-        )))
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut answer = httparse::Response::new(&mut headers);
+        match answer.parse(&received) {
+            Ok(httparse::Status::Complete(_)) => return Ok(answer.code.unwrap_or(0)),
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(format!("the CONNECT answer is not HTTP: {e}")),
+        }
     }
 }
 

@@ -18,7 +18,6 @@ use http_body_util::BodyExt;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -350,37 +349,10 @@ async fn open(client: &Client, host: &str, port: u16, proto: Proto) -> Result<Co
         .map_err(|e| failed("connect", &e))?;
     let _ = tcp.set_nodelay(true);
     let authority = format!("{host}:{port}");
-    let head = format!(
-        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\nProxy-Authorization: {}\r\n\r\n",
-        client.proxy_auth
-    );
-    tcp.write_all(head.as_bytes())
-        .await
-        .map_err(|e| failed("sending CONNECT", &e))?;
-    // sluice says nothing after its answer head until the ClientHello, so reading in
-    // chunks cannot swallow tunnel bytes.
-    let mut answer = Vec::with_capacity(128);
-    let mut buf = [0u8; 512];
-    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = tcp
-            .read(&mut buf)
-            .await
-            .map_err(|e| failed("reading the CONNECT answer", &e))?;
-        if n == 0 || answer.len() > 16 * 1024 {
-            return Err(Opened::Failed(format!(
-                "the CONNECT answer ended after {} bytes",
-                answer.len()
-            )));
-        }
-        answer.extend_from_slice(&buf[..n]);
-    }
-    let status: u16 = String::from_utf8_lossy(&answer)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    if status != 200 {
-        return Err(Opened::Refused(status));
+    match crate::load::send_connect(&mut tcp, &authority, Some(&client.proxy_auth)).await {
+        Ok(200) => {}
+        Ok(status) => return Err(Opened::Refused(status)),
+        Err(why) => return Err(Opened::Failed(why)),
     }
     let name = ServerName::try_from(host.to_owned()).map_err(|e| failed("server name", &e))?;
     let tls = TlsConnector::from(client.tls.config(proto))

@@ -150,18 +150,6 @@ pub(crate) fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
     }
 }
 
-/// A stand-in for a secret value: random per run, lowercase (so a header name holding it
-/// would still be found), not a credential anywhere.
-fn stand_in_value() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let random = || {
-        std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish()
-    };
-    format!("soakvalue{:016x}{:016x}", random(), random())
-}
-
 /// The declaration: one header of one host swapped, every response redacted; the other
 /// two hosts reachable without the secret.
 fn declaration() -> String {
@@ -184,7 +172,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let tmp = tempfile::tempdir().map_err(BenchError::file(std::env::temp_dir()))?;
     let dir = tmp.path().to_owned();
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
-    let value = stand_in_value();
+    let value = crate::harness::stand_in_value("soakvalue");
     let upstream_ca = dir.join("upstream-ca.pem");
     let upstreams = upstream::start(&upstream_ca, &value).await?;
     let policy = dir.join("soak.yaml");
