@@ -117,22 +117,39 @@ async fn accept(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>)
                 return;
             };
             state.handshakes.fetch_add(1, Ordering::Relaxed);
-            let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
             let service = service_fn(move |request| {
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(answer(&request, &state)) }
             });
-            let io = TokioIo::new(tls);
-            if is_h2 {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(io, service)
-                    .await;
-            } else {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
-            }
+            serve_by_alpn(tls, service).await;
         });
+    }
+}
+
+/// Serves one TLS connection with `service` over what ALPN chose: HTTP/2 for `h2`,
+/// HTTP/1.1 otherwise. Ends when the connection does; its errors are the client's doing.
+pub(crate) async fn serve_by_alpn<S, B>(
+    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    service: S,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls);
+    if is_h2 {
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service)
+            .await;
+    } else {
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(io, service)
+            .await;
     }
 }
 

@@ -21,7 +21,6 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -175,22 +174,12 @@ async fn accept_good(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<St
                 return;
             };
             let sni: Arc<str> = tls.get_ref().1.server_name().unwrap_or("").into();
-            let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
             let service = service_fn(move |request| {
                 let state = state.clone();
                 let sni = sni.clone();
                 async move { Ok::<_, Infallible>(serve(request, &sni, &state).await) }
             });
-            let io = TokioIo::new(tls);
-            if is_h2 {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(io, service)
-                    .await;
-            } else {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
-            }
+            crate::upstream::serve_by_alpn(tls, service).await;
         });
     }
 }
