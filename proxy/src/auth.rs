@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
 /// The per-run proxy credentials.
-pub struct Credentials {
+pub(crate) struct Credentials {
     user: String,
     /// The expected `Proxy-Authorization` header value, precomputed once per run.
     expected: Zeroizing<Vec<u8>>,
@@ -28,14 +28,14 @@ impl std::fmt::Debug for Credentials {
 
 impl Credentials {
     /// Mints credentials for one run: user `sluice` and a 128-bit random token.
-    pub fn mint() -> Result<Self, getrandom::Error> {
+    pub(crate) fn mint() -> Result<Self, getrandom::Error> {
         let mut raw = Zeroizing::new([0u8; 16]);
         getrandom::fill(raw.as_mut())?;
         Ok(Self::new("sluice", &hex::encode(raw.as_ref())))
     }
 
     /// Credentials with a given user and token (tests, and a future `--credentials`).
-    pub fn new(user: &str, token: &str) -> Self {
+    pub(crate) fn new(user: &str, token: &str) -> Self {
         let pair = Zeroizing::new(format!("{user}:{token}"));
         let expected =
             Zeroizing::new(format!("Basic {}", STANDARD.encode(pair.as_bytes())).into_bytes());
@@ -47,12 +47,12 @@ impl Credentials {
     }
 
     /// The user name (not secret).
-    pub fn user(&self) -> &str {
+    pub(crate) fn user(&self) -> &str {
         &self.user
     }
 
     /// The token, for writing the run directory's `proxy-url` file only.
-    pub fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &str {
         &self.token
     }
 
@@ -61,7 +61,7 @@ impl Credentials {
     /// Exactly one `Proxy-Authorization` header must be present; its value is compared to the
     /// expected one in constant time (the lengths may differ in time, which reveals nothing
     /// but the token's length, fixed for every run).
-    pub fn is_authorized(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn is_authorized(&self, headers: &HeaderMap) -> bool {
         let mut values = headers.get_all(PROXY_AUTHORIZATION).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return false;

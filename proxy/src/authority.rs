@@ -12,7 +12,7 @@ use crate::refusal::Refusal;
 
 /// A normalised `host:port`: the CONNECT target of a tunnel, or an absolute-form target.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// Lowercased, without a trailing dot, IDNA-normalised; IPv6 without brackets.
     pub host: String,
     /// The port.
@@ -21,7 +21,7 @@ pub struct Target {
 
 impl Target {
     /// Parses an authority (`host:port`, or `host` with `default_port`), normalising the host.
-    pub fn parse(authority: &Authority, default_port: Option<u16>) -> Result<Self, Refusal> {
+    pub(crate) fn parse(authority: &Authority, default_port: Option<u16>) -> Result<Self, Refusal> {
         let port = match (authority.port_u16(), default_port) {
             (Some(port), _) | (None, Some(port)) => port,
             (None, None) => {
@@ -58,7 +58,7 @@ impl Target {
     }
 
     /// The target of a CONNECT request (authority-form, port required).
-    pub fn from_connect(uri: &Uri) -> Result<Self, Refusal> {
+    pub(crate) fn from_connect(uri: &Uri) -> Result<Self, Refusal> {
         match (uri.authority(), uri.scheme(), uri.path_and_query()) {
             (Some(authority), None, None) => Self::parse(authority, None),
             _ => Err(Refusal::bad_request(format!(
@@ -68,7 +68,7 @@ impl Target {
     }
 
     /// `host:port` as a URI authority, with IPv6 in brackets.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -85,7 +85,7 @@ impl std::fmt::Display for Target {
 
 /// Checks that a request inside a TLS tunnel to `tunnel` names the tunnel's host and port
 /// in its target and in its `Host` header (when either is present; HTTP/1.1 needs one).
-pub fn check(uri: &Uri, headers: &HeaderMap, tunnel: &Target) -> Result<(), Refusal> {
+pub(crate) fn check(uri: &Uri, headers: &HeaderMap, tunnel: &Target) -> Result<(), Refusal> {
     let mut named = false;
     if let Some(authority) = uri.authority() {
         match uri.scheme_str() {

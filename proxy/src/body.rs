@@ -4,18 +4,18 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
 
 /// Errors a body can fail with.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A boxed, streaming body.
-pub type Body = BoxBody<Bytes, BoxError>;
+pub(crate) type Body = BoxBody<Bytes, BoxError>;
 
 /// A body of known bytes.
-pub fn full(bytes: Bytes) -> Body {
+pub(crate) fn full(bytes: Bytes) -> Body {
     Full::new(bytes).map_err(|never| match never {}).boxed()
 }
 
 /// A body of known bytes followed by trailers.
-pub fn full_with_trailers(bytes: Bytes, trailers: http::HeaderMap) -> Body {
+pub(crate) fn full_with_trailers(bytes: Bytes, trailers: http::HeaderMap) -> Body {
     Full::new(bytes)
         .map_err(|never| match never {})
         .with_trailers(std::future::ready(Some(Ok(trailers))))
@@ -23,11 +23,11 @@ pub fn full_with_trailers(bytes: Bytes, trailers: http::HeaderMap) -> Body {
 }
 
 /// An empty body.
-pub fn empty() -> Body {
+pub(crate) fn empty() -> Body {
     Empty::new().map_err(|never| match never {}).boxed()
 }
 
 /// Boxes hyper's incoming body.
-pub fn incoming(body: hyper::body::Incoming) -> Body {
+pub(crate) fn incoming(body: hyper::body::Incoming) -> Body {
     body.map_err(|e| Box::new(e) as BoxError).boxed()
 }

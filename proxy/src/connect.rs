@@ -17,55 +17,49 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sluice_policies::Reach;
 
-use crate::audit::{Event, EventKind};
+use crate::audit::EventKind;
 use crate::authority::Target;
 use crate::body::{self, Body};
-use crate::forward::{self, Destination, Tunnel};
-use crate::listen::ConnSlot;
+use crate::exchange::Exchange;
+use crate::forward;
 use crate::refusal::Refusal;
 use crate::rewrite::request::{PlanCache, check_authority};
-use crate::server::Shared;
+use crate::shared::{ConnSlot, Shared, serve_until_stopped};
+use crate::tunnel::{Destination, Tunnel};
 
 /// Handles one CONNECT request.
-pub async fn handle(
+pub(crate) async fn handle(
     request: Request<Incoming>,
     shared: Arc<Shared>,
     slot: ConnSlot,
 ) -> Response<Body> {
-    // A secret in the host name would leave with the first DNS lookup: refuse it here, on
-    // the target as sent.
     let raw = request.uri().to_string();
+    let exchange = Exchange::new(&shared, "CONNECT").host(raw.as_str());
+    // A secret in the host name would leave with the first DNS lookup: refused here, on the
+    // target as sent.
     if let Err(refusal) = check_authority(&shared.guard, &raw) {
-        let mut event = Event::new(EventKind::Refuse)
-            .host(raw)
-            .method("CONNECT")
-            .reason(refusal.code);
-        if let Some(secret) = &refusal.secret {
-            event = event.secret(secret.as_str()).location("host");
-        }
-        shared.record(event);
-        return refusal.into_response(&shared.guard);
+        return exchange.refuse(refusal);
     }
+    // Only `host:port`: anything else names no tunnel.
     let target = match Target::from_connect(request.uri()) {
         Ok(target) => target,
-        Err(refusal) => return refusal.into_response(&shared.guard),
+        Err(refusal) => return exchange.refuse(refusal),
     };
+    // The egress decision, before anything is dialled.
+    let exchange = Exchange::new(&shared, "CONNECT").host(target.authority());
     match shared.policy.reach(&target.host, target.port) {
-        Reach::Denied(denied) => {
-            let refusal = Refusal::host_not_allowed(&target.host, target.port, &denied.to_string());
-            shared.record(
-                Event::new(EventKind::Deny)
-                    .host(target.authority())
-                    .method("CONNECT")
-                    .reason(refusal.code),
-            );
-            refusal.into_response(&shared.guard)
-        }
-        Reach::Passthrough => passthrough(request, target, shared, slot).await,
+        Reach::Denied(denied) => exchange.refuse(Refusal::host_not_allowed(
+            &target.host,
+            target.port,
+            &denied.to_string(),
+        )),
+        Reach::Passthrough => passthrough(request, target, shared, slot, exchange).await,
         Reach::Intercept => {
             tokio::spawn(async move {
                 match hyper::upgrade::on(request).await {
-                    Ok(upgraded) => intercept(TokioIo::new(upgraded), target, shared, slot).await,
+                    Ok(upgraded) => {
+                        intercept(TokioIo::new(upgraded), target, shared, slot, exchange).await;
+                    }
                     Err(error) => tracing::debug!(%error, "CONNECT upgrade failed"),
                 }
             });
@@ -85,24 +79,16 @@ async fn passthrough(
     target: Target,
     shared: Arc<Shared>,
     slot: ConnSlot,
+    exchange: Exchange,
 ) -> Response<Body> {
+    // Dialled before the `200`, so that a refused address is an answer, not a broken tunnel.
     let mut upstream = match shared.upstream.dial(&target.host, target.port).await {
         Ok(stream) => stream,
-        Err(error) => {
-            let refusal = forward::dial_refusal(&error);
-            shared.record(
-                Event::new(EventKind::Deny)
-                    .host(target.authority())
-                    .method("CONNECT")
-                    .reason(refusal.code),
-            );
-            return refusal.into_response(&shared.guard);
-        }
+        Err(error) => return exchange.refuse(Refusal::from_dial(&error)),
     };
-    shared.record(
-        Event::new(EventKind::Tunnel)
-            .host(target.authority())
-            .method("CONNECT")
+    exchange.record(
+        exchange
+            .event(EventKind::Tunnel)
             .reason("passthrough: not inspected, no swap, no redaction"),
     );
     tokio::spawn(async move {
@@ -119,22 +105,30 @@ async fn passthrough(
 }
 
 /// Terminates TLS and serves the tunnel's requests over HTTP/2 or HTTP/1.1, as ALPN chose.
-async fn intercept<IO>(io: IO, target: Target, shared: Arc<Shared>, slot: ConnSlot)
-where
+///
+/// The tunnel was answered `200` already, so what goes wrong here has no response to carry
+/// it: it is recorded (`deny`) and the connection closed.
+async fn intercept<IO>(
+    io: IO,
+    target: Target,
+    shared: Arc<Shared>,
+    slot: ConnSlot,
+    exchange: Exchange,
+) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     // Every request on this tunnel goes to the same place: named once.
-    let destination = match Destination::new(&target, &Scheme::HTTPS) {
+    let destination = match Destination::new(&target, Scheme::HTTPS) {
         Ok(destination) => destination,
         Err(refusal) => {
             // Unreachable for a normalised host; refused and logged like a handshake refusal.
             let host = shared.guard.redact_str(&target.authority());
             tracing::info!(target = %host, error = %refusal.message, "no upstream name for the tunnel");
-            shared.record(
-                Event::new(EventKind::Deny)
+            exchange.record(
+                exchange
+                    .event(EventKind::Deny)
                     .host(host)
-                    .method("CONNECT")
-                    .reason(refusal.code),
+                    .reason(refusal.code.as_str()),
             );
             return;
         }
@@ -146,10 +140,9 @@ where
             // through the guard before it is logged anywhere.
             let why = shared.guard.redact_str(&refused.to_string());
             tracing::info!(target = %target, error = %why, "client TLS handshake refused");
-            shared.record(
-                Event::new(EventKind::Deny)
-                    .host(target.authority())
-                    .method("CONNECT")
+            exchange.record(
+                exchange
+                    .event(EventKind::Deny)
                     .reason(format!("tls-handshake-refused: {why}")),
             );
             return;
@@ -171,21 +164,14 @@ where
         })
     };
     let io = TokioIo::new(tls);
-    let mut shutdown = shared.shutdown.clone();
-    let result = if is_h2 {
+    let shutdown = shared.shutdown.clone();
+    if is_h2 {
         let conn = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .max_concurrent_streams(shared.limits.h2_max_streams)
             .max_header_list_size(shared.limits.max_header_bytes as u32)
             .serve_connection(io, service);
-        tokio::pin!(conn);
-        tokio::select! {
-            result = conn.as_mut() => result,
-            _ = crate::server::until_stopped(&mut shutdown) => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
-            }
-        }
+        serve_until_stopped(conn, shutdown, "intercepted").await;
     } else {
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
@@ -193,16 +179,6 @@ where
             .max_buf_size(shared.limits.max_header_bytes)
             .serve_connection(io, service)
             .with_upgrades();
-        tokio::pin!(conn);
-        tokio::select! {
-            result = conn.as_mut() => result,
-            _ = crate::server::until_stopped(&mut shutdown) => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
-            }
-        }
-    };
-    if let Err(error) = result {
-        tracing::debug!(%error, "intercepted connection ended with an error");
+        serve_until_stopped(conn, shutdown, "intercepted").await;
     }
 }

@@ -26,7 +26,7 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 
 /// Removes hop-by-hop headers, including every header the `Connection` header names, and
 /// `Transfer-Encoding`: hyper frames each leg itself.
-pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -54,7 +54,10 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// protocol (`h2c`, cleartext HTTP/2 that would carry HTTP past the scan; `TLS/1.0`; made-up
 /// ones) is no upgrade: the request goes on as a plain HTTP/1.1 request, its `Upgrade`
 /// headers removed as hop-by-hop.
-pub fn upgrade_protocol(version: &http::Version, headers: &HeaderMap) -> Option<http::HeaderValue> {
+pub(crate) fn upgrade_protocol(
+    version: &http::Version,
+    headers: &HeaderMap,
+) -> Option<http::HeaderValue> {
     if *version != http::Version::HTTP_11 {
         return None;
     }
@@ -82,7 +85,11 @@ pub fn upgrade_protocol(version: &http::Version, headers: &HeaderMap) -> Option<
 
 /// Refuses a request head (target and headers) larger than `limit` bytes. hyper bounds
 /// its read buffer, which usually stops such a head first; this is the exact bound.
-pub fn check_head_size(uri: &http::Uri, headers: &HeaderMap, limit: usize) -> Result<(), Refusal> {
+pub(crate) fn check_head_size(
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<(), Refusal> {
     let target = uri.authority().map_or(0, |a| a.as_str().len())
         + uri.path_and_query().map_or(0, |p| p.as_str().len());
     let size = target
@@ -99,7 +106,7 @@ pub fn check_head_size(uri: &http::Uri, headers: &HeaderMap, limit: usize) -> Re
 
 /// Refuses framing that could be read two ways: `Content-Length` together with
 /// `Transfer-Encoding`, or several `Content-Length` values.
-pub fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
     let lengths = headers.get_all(header::CONTENT_LENGTH).iter().count();
     if lengths > 1 {
         return Err(Refusal::bad_request(

@@ -24,7 +24,7 @@ use sluice_policies::{Policy, Sink, placeholder_name};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::server::{Proxy, ProxyConfig, StartError, start};
+use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
 
 /// Where the system's CA bundle may live, first found wins; the sandbox's bundle is the run
 /// CA plus these roots, so hosts sluice does not intercept (passthrough) still verify.
@@ -72,7 +72,7 @@ const FORWARDED: [tokio::signal::unix::SignalKind; 5] = [
 ];
 
 /// What to launch, and how.
-pub struct LaunchConfig {
+pub(crate) struct LaunchConfig {
     /// The compiled declaration.
     pub policy: Policy,
     /// CMD and its arguments, passed as given.
@@ -87,7 +87,7 @@ pub struct LaunchConfig {
 
 /// Why a launch failed before or around CMD. Names the part; never a value.
 #[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
+pub(crate) enum LaunchError {
     /// No command was given.
     #[error("no command to run: give one after `--`, e.g. sluice run --policy p.yaml -- my-agent")]
     NoCommand,
@@ -120,7 +120,7 @@ pub enum LaunchError {
 
 /// Runs CMD under sluice and returns the exit code sluice should exit with: CMD's own, or
 /// 128 + the signal that ended it.
-pub async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
+pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     let Some((program, args)) = config.command.split_first() else {
         return Err(LaunchError::NoCommand);
     };
@@ -131,7 +131,7 @@ pub async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
     proxy_config.upstream_ca = config.upstream_ca;
-    proxy_config.workers = crate::server::default_workers();
+    proxy_config.workers = sluice_proxy::default_workers();
     proxy_config.resolve = config.resolve;
     let proxy = start(proxy_config).await?;
     let guard = proxy.guard();

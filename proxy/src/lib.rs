@@ -1,34 +1,55 @@
-//! sluice's proxy and the `sluice` command.
+//! sluice's proxy: a TLS-inspecting egress proxy that swaps placeholders for secrets only
+//! where the declaration grants them, refuses everything else, and redacts every known
+//! value on the way back.
 //!
-//! This is the only crate of the workspace that opens sockets. The request path reads top
-//! to bottom, one module per step:
+//! This is the only crate of the workspace that opens sockets. Its public API is what a
+//! program needs to run a proxy ([`start`], [`Proxy`], [`ProxyConfig`], [`Limits`],
+//! [`StartError`]), the audit log's reader and writer ([`audit`]), and the body codecs
+//! ([`codec`]); the `sluice` command, its launcher and its demo live in the binary.
 //!
-//! `listen` (accept, limits, proxy credentials via `auth`) → `connect` (CONNECT, egress
-//! decision, passthrough) → `tls` (terminate with the run CA, SNI check) → `forward` (the
-//! request's path: `authority` check, `headers` hygiene, then `upstream`: resolve, address
-//! policy, dial, pool) → back to the client. Every refusal becomes a response in `refusal`,
-//! and lands in `audit`.
+//! # The request path, top to bottom
+//!
+//! One module per step, each depending only on the steps after it:
+//!
+//! 1. `listen`: accept within the connection limit, check the proxy credentials (`auth`),
+//!    route CONNECT and absolute-form `http://` requests.
+//! 2. `connect`: the egress decision for a tunnel; passthrough, or interception.
+//! 3. `tls`: terminate the client's TLS with a leaf from the run CA, SNI = CONNECT host.
+//! 4. `forward`: each request inside a tunnel (or in the clear): the `authority` check,
+//!    `headers` hygiene, the scan and swap (`rewrite::request`), the body
+//!    (`forward::request_body`, `rewrite::stream`), then the `upstream` (resolve, address
+//!    policy, dial, pool), and the response's redaction (`rewrite::response`).
+//!
+//! Beside the path: `shared` (the state every step shares, the connection slots, the
+//! shutdown signal, the one serve-and-drain loop), `tunnel` (a tunnel's own state),
+//! `refusal` (every refusal and the mapping of every step's error to one), `exchange` (the
+//! one path a refusal takes: audited, then answered), `audit` (the log), `codec` (body
+//! codings), `config` and `server` (assembling and stopping a proxy).
 //!
 //! Each decision is made in one place: grants in `sluice-policies`, matching in
 //! `sluice-guard`, never re-implemented here. This crate never logs a secret value.
 #![forbid(unsafe_code)]
 
 pub mod audit;
-pub mod auth;
-pub mod authority;
-pub mod body;
-pub mod cli;
-pub mod connect;
-pub mod demo;
-pub mod forward;
-pub mod headers;
-pub mod launcher;
-pub mod listen;
-pub mod refusal;
-pub mod rewrite;
-pub mod server;
-pub mod suites;
-pub mod tls;
-pub mod upstream;
+mod auth;
+mod authority;
+mod body;
+pub mod codec;
+mod config;
+mod connect;
+mod exchange;
+mod forward;
+mod headers;
+mod listen;
+mod refusal;
+mod rewrite;
+mod server;
+mod shared;
+mod suites;
+mod tls;
+mod tunnel;
+mod upstream;
 
-pub use server::{Limits, Proxy, ProxyConfig, StartError, default_workers, start};
+pub use config::{Limits, ProxyConfig, default_workers};
+pub use server::{Proxy, StartError, start};
+pub use upstream::Timeouts;

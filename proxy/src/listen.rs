@@ -13,27 +13,23 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::watch;
 
-use crate::audit::{Event, EventKind};
 use crate::body::Body;
+use crate::exchange::Exchange;
 use crate::refusal::Refusal;
-use crate::server::Shared;
+use crate::shared::{ConnSlot, Shared, serve_until_stopped, until_stopped};
 use crate::{connect, forward};
 
-/// Held by every task serving a client connection or a tunnel that came out of it; the
-/// connection slot is free again when the last one is dropped.
-pub type ConnSlot = Arc<OwnedSemaphorePermit>;
-
 /// Accepts until `shutdown` turns true.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
         let accepted = tokio::select! {
-            _ = crate::server::until_stopped(&mut shutdown) => return,
+            () = until_stopped(&mut shutdown) => return,
             accepted = listener.accept() => accepted,
         };
         let (stream, peer) = match accepted {
@@ -61,7 +57,7 @@ async fn serve_client(
     stream: TcpStream,
     shared: Arc<Shared>,
     slot: ConnSlot,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let service = {
@@ -79,47 +75,33 @@ async fn serve_client(
         .max_buf_size(shared.limits.max_header_bytes)
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        result = conn.as_mut() => result,
-        _ = crate::server::until_stopped(&mut shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(error) = result {
-        tracing::debug!(%error, "client connection ended with an error");
-    }
+    serve_until_stopped(conn, shutdown, "client").await;
 }
 
 /// The proxy protocol: authenticate, then CONNECT or plain HTTP.
 async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) -> Response<Body> {
+    let exchange = Exchange::new(&shared, request.method().as_str());
     // Fail closed: without a working audit log, nothing is proxied.
     if !shared.audit.is_healthy() {
-        return Refusal::unavailable("sluice's audit log failed; refusing to proxy")
-            .into_response(&shared.guard);
+        return exchange.refuse(Refusal::unavailable(
+            "sluice's audit log failed; refusing to proxy",
+        ));
     }
+    // Heads over the limit are refused whole, whatever the parser let through.
     if let Err(refusal) = crate::headers::check_head_size(
         request.uri(),
         request.headers(),
         shared.limits.max_header_bytes,
     ) {
-        shared.record(
-            Event::new(EventKind::Refuse)
-                .method(request.method().as_str())
-                .reason(refusal.code),
-        );
-        return refusal.into_response(&shared.guard);
+        return exchange.refuse(refusal);
     }
     // Every request on the connection is authorised, not just the first.
     if !shared.credentials.is_authorized(request.headers()) {
-        let host = request.uri().authority().map(|a| a.host().to_owned());
-        let mut event = Event::new(EventKind::AuthFail).method(request.method().as_str());
-        if let Some(host) = host {
-            event = event.host(host);
-        }
-        shared.record(event);
-        return Refusal::proxy_auth().into_response(&shared.guard);
+        let exchange = match request.uri().authority() {
+            Some(authority) => exchange.host(authority.host()),
+            None => exchange,
+        };
+        return exchange.refuse(Refusal::proxy_auth());
     }
     if request.method() == Method::CONNECT {
         return connect::handle(request, shared, slot).await;
@@ -127,14 +109,9 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
     if request.uri().scheme().is_some() {
         return forward::plain(request, shared).await;
     }
-    let refusal = Refusal::bad_request(
-        "sluice is a forward proxy: send CONNECT host:port, or an absolute-form http:// request",
-    );
-    shared.record(
-        Event::new(EventKind::Refuse)
-            .method(request.method().as_str())
-            .path(request.uri().path())
-            .reason(refusal.code),
-    );
-    refusal.into_response(&shared.guard)
+    exchange
+        .path(request.uri().path())
+        .refuse(Refusal::bad_request(
+            "sluice is a forward proxy: send CONNECT host:port, or an absolute-form http:// request",
+        ))
 }

@@ -1,6 +1,11 @@
-//! The `sluice` command.
+//! The `sluice` command: `run` (the launcher), `serve`, `check`, `redact`, `audit` and
+//! `demo`, each a thin layer over the `sluice_proxy` library.
 #![forbid(unsafe_code)]
 
+mod cli;
+mod demo;
+mod launcher;
+
 fn main() -> std::process::ExitCode {
-    sluice_proxy::cli::main()
+    cli::main()
 }

@@ -1,18 +1,112 @@
-//! Every refusal the proxy makes, and the one place where a refusal becomes an HTTP
-//! response.
+//! Every refusal the proxy makes: its typed [`Code`], the mapping from every step's error to
+//! a refusal, and the one place where a refusal becomes an HTTP response.
 //!
 //! A refusal names what was refused and what would allow it, in one line a person or an
 //! agent can act on. It never carries a secret value: its fields are names, hosts,
-//! addresses and reasons written by sluice itself.
+//! addresses and reasons written by sluice itself, and its message passes through the guard
+//! on its way to the wire. Recording it in the audit log is `exchange`'s one refusal path,
+//! which every step's refusal takes.
+
+use std::fmt;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
+use crate::audit::EventKind;
 use crate::body::{self, Body};
+use crate::codec::CodecError;
+use crate::upstream::{SendError, Timeouts, UpstreamError};
+
+/// What kind of refusal it is: the `sluice-error` header's value, and what the audit log
+/// records it as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// `407`: no or wrong proxy credentials.
+    ProxyAuthRequired,
+    /// `403`: the host is not reachable under the declaration.
+    HostNotAllowed,
+    /// `403`: the address a host resolved to is blocked.
+    AddressBlocked,
+    /// `421`: a request inside a tunnel named another host.
+    MisdirectedRequest,
+    /// `400`: a request sluice cannot read, or will not repair.
+    BadRequest,
+    /// `403`: a placeholder where its secret is not granted.
+    PlaceholderNotGranted,
+    /// `403`: a real value toward a host its secret does not grant.
+    SecretValueRefused,
+    /// `431`: the request head is over the limit.
+    RequestHeadTooLarge,
+    /// `413`: a body that must be buffered is over the bound.
+    BodyTooLarge,
+    /// `408`: a body that must be buffered did not arrive in time.
+    RequestBodyTimeout,
+    /// `502`: the exchange with the upstream failed.
+    UpstreamFailed,
+    /// `502`: the response is in a coding sluice cannot scan.
+    UpstreamEncoding,
+    /// `502`: the upstream's certificate did not verify, or its TLS failed.
+    UpstreamTls,
+    /// `502`: the upstream's name did not resolve.
+    DnsFailure,
+    /// `502`: the upstream could not be dialled.
+    UpstreamConnect,
+    /// `504`: the upstream did not answer in time.
+    UpstreamTimeout,
+    /// `503`: sluice cannot serve requests (fail closed).
+    SluiceUnavailable,
+}
+
+impl Code {
+    /// The kebab-case code, as sent in `sluice-error` and written in the audit log.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::ProxyAuthRequired => "proxy-auth-required",
+            Self::HostNotAllowed => "host-not-allowed",
+            Self::AddressBlocked => "address-blocked",
+            Self::MisdirectedRequest => "misdirected-request",
+            Self::BadRequest => "bad-request",
+            Self::PlaceholderNotGranted => "placeholder-not-granted",
+            Self::SecretValueRefused => "secret-value-refused",
+            Self::RequestHeadTooLarge => "request-head-too-large",
+            Self::BodyTooLarge => "body-too-large",
+            Self::RequestBodyTimeout => "request-body-timeout",
+            Self::UpstreamFailed => "upstream-failed",
+            Self::UpstreamEncoding => "upstream-encoding",
+            Self::UpstreamTls => "upstream-tls",
+            Self::DnsFailure => "dns-failure",
+            Self::UpstreamConnect => "upstream-connect",
+            Self::UpstreamTimeout => "upstream-timeout",
+            Self::SluiceUnavailable => "sluice-unavailable",
+        }
+    }
+
+    /// The audit event a refusal of this kind is: `deny` for the egress decision (a host or
+    /// an address), `auth_fail` for missing proxy credentials, `refuse` for the rest.
+    pub(crate) fn event_kind(self) -> EventKind {
+        match self {
+            Self::HostNotAllowed | Self::AddressBlocked => EventKind::Deny,
+            Self::ProxyAuthRequired => EventKind::AuthFail,
+            _ => EventKind::Refuse,
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
 
 /// Who was at fault for a refusal; reported in logs, not on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// The sandboxed client asked for something the declaration does not allow.
     Client,
     /// The upstream failed (unreachable, bad certificate, timeout, bad framing).
@@ -23,11 +117,11 @@ pub enum Fault {
 
 /// A refused request: status, machine-readable code and a one-line reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The HTTP status sent back.
     pub status: StatusCode,
-    /// The `sluice-error` header value: a short kebab-case code.
-    pub code: &'static str,
+    /// What kind of refusal: the `sluice-error` header value and the audit event kind.
+    pub code: Code,
     /// One line of plain text: what was refused, and what grant or change would allow it.
     pub message: String,
     /// Who was at fault.
@@ -40,10 +134,10 @@ pub struct Refusal {
 
 impl Refusal {
     /// `407`: no or wrong `Proxy-Authorization`.
-    pub fn proxy_auth() -> Self {
+    pub(crate) fn proxy_auth() -> Self {
         Self::new(
             StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-            "proxy-auth-required",
+            Code::ProxyAuthRequired,
             "proxy authentication required: use the credentials in the run directory's proxy-url"
                 .into(),
             Fault::Client,
@@ -51,30 +145,30 @@ impl Refusal {
     }
 
     /// `403`: the host is not reachable under the declaration.
-    pub fn host_not_allowed(host: &str, port: u16, why: &str) -> Self {
+    pub(crate) fn host_not_allowed(host: &str, port: u16, why: &str) -> Self {
         Self::new(
             StatusCode::FORBIDDEN,
-            "host-not-allowed",
+            Code::HostNotAllowed,
             format!("sluice refused {host}:{port}: {why}"),
             Fault::Client,
         )
     }
 
     /// `403`: the address a host resolved to is blocked.
-    pub fn address_blocked(host: &str, why: &str) -> Self {
+    pub(crate) fn address_blocked(host: &str, why: &str) -> Self {
         Self::new(
             StatusCode::FORBIDDEN,
-            "address-blocked",
+            Code::AddressBlocked,
             format!("sluice refused to dial {host}: {why}"),
             Fault::Client,
         )
     }
 
     /// `421`: a request inside a tunnel named another host than the tunnel's.
-    pub fn misdirected(named: &str, tunnel: &str) -> Self {
+    pub(crate) fn misdirected(named: &str, tunnel: &str) -> Self {
         Self::new(
             StatusCode::MISDIRECTED_REQUEST,
-            "misdirected-request",
+            Code::MisdirectedRequest,
             format!(
                 "request names {named} but this tunnel was opened for {tunnel}; open a CONNECT tunnel to {named} instead"
             ),
@@ -83,35 +177,35 @@ impl Refusal {
     }
 
     /// `400`: the request cannot be understood or is ambiguous; it is not repaired.
-    pub fn bad_request(why: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(why: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
-            "bad-request",
+            Code::BadRequest,
             why.into(),
             Fault::Client,
         )
     }
 
     /// `502`: the upstream could not be reached or failed.
-    pub fn bad_gateway(code: &'static str, why: impl Into<String>) -> Self {
+    pub(crate) fn bad_gateway(code: Code, why: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_GATEWAY, code, why.into(), Fault::Upstream)
     }
 
     /// `504`: the upstream did not answer in time.
-    pub fn gateway_timeout(why: impl Into<String>) -> Self {
+    pub(crate) fn gateway_timeout(why: impl Into<String>) -> Self {
         Self::new(
             StatusCode::GATEWAY_TIMEOUT,
-            "upstream-timeout",
+            Code::UpstreamTimeout,
             why.into(),
             Fault::Upstream,
         )
     }
 
     /// `503`: sluice cannot serve requests (its audit log failed: fail closed).
-    pub fn unavailable(why: impl Into<String>) -> Self {
+    pub(crate) fn unavailable(why: impl Into<String>) -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "sluice-unavailable",
+            Code::SluiceUnavailable,
             why.into(),
             Fault::Sluice,
         )
@@ -120,8 +214,8 @@ impl Refusal {
     /// `403`: a placeholder where its secret is not granted, or a real value toward a host
     /// its secret does not grant. `message` names the secret, the place, the host and the
     /// grant that would allow it.
-    pub fn secret_refused(
-        code: &'static str,
+    pub(crate) fn secret_refused(
+        code: Code,
         message: String,
         secret: &str,
         location: String,
@@ -133,20 +227,20 @@ impl Refusal {
     }
 
     /// `431`: the request head is larger than the limit.
-    pub fn head_too_large(size: usize, limit: usize) -> Self {
+    pub(crate) fn head_too_large(size: usize, limit: usize) -> Self {
         Self::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "request-head-too-large",
+            Code::RequestHeadTooLarge,
             format!("the request head is {size} bytes, over sluice's limit of {limit}"),
             Fault::Client,
         )
     }
 
     /// `413`: a body that must be buffered to be rewritten is larger than the bound.
-    pub fn too_large(limit: usize) -> Self {
+    pub(crate) fn too_large(limit: usize) -> Self {
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
+            Code::BodyTooLarge,
             format!(
                 "the request body must be buffered to swap a placeholder and recompute Content-Length, and it exceeds sluice's bound of {limit} bytes; send it chunked (without Content-Length) or smaller"
             ),
@@ -155,10 +249,10 @@ impl Refusal {
     }
 
     /// `408`: a body that must be buffered to be rewritten did not arrive in time.
-    pub fn body_timeout(limit: std::time::Duration) -> Self {
+    pub(crate) fn body_timeout(limit: std::time::Duration) -> Self {
         Self::new(
             StatusCode::REQUEST_TIMEOUT,
-            "request-body-timeout",
+            Code::RequestBodyTimeout,
             format!(
                 "the request body must be buffered to be scanned, and it did not arrive within sluice's {}s limit",
                 limit.as_secs()
@@ -167,7 +261,64 @@ impl Refusal {
         )
     }
 
-    fn new(status: StatusCode, code: &'static str, message: String, fault: Fault) -> Self {
+    /// The refusal for a failed exchange: a body sluice could not code or read is the
+    /// client's fault; a failed dial is [`Refusal::from_dial`]'s; the rest is the upstream's.
+    pub(crate) fn from_send(error: &SendError, timeouts: Timeouts, target: &str) -> Self {
+        if let Some(codec) = error.find_source::<CodecError>() {
+            return Self::bad_request(format!("the request body: {codec}"));
+        }
+        // The client's own body failed (a malformed chunk, a cut connection): its fault, and
+        // the upstream request was aborted, not completed.
+        if let Some(body) = error.find_source::<hyper::Error>().filter(|e| e.is_user()) {
+            let why = std::error::Error::source(body)
+                .map_or_else(|| body.to_string(), ToString::to_string);
+            return Self::bad_request(format!("the request body could not be read: {why}"));
+        }
+        match error {
+            SendError::Dial(dial) => Self::from_dial(dial),
+            SendError::Timeout => Self::gateway_timeout(format!(
+                "{target} did not answer within {}s",
+                timeouts.response.as_secs()
+            )),
+            SendError::Http(why) => Self::bad_gateway(
+                Code::UpstreamFailed,
+                format!("the exchange with {target} failed: {why}"),
+            ),
+        }
+    }
+
+    /// The refusal for a failed dial: blocked addresses are the client's doing (`403`),
+    /// everything else the upstream's (`502`, or `504` for timeouts).
+    pub(crate) fn from_dial(error: &UpstreamError) -> Self {
+        match error {
+            UpstreamError::Blocked { host, addr, why } => {
+                Self::address_blocked(host, &format!("{} is {why}", addr.ip()))
+            }
+            UpstreamError::ConnectTimeout { .. } | UpstreamError::TlsTimeout { .. } => {
+                Self::gateway_timeout(error.to_string())
+            }
+            UpstreamError::Tls { .. } => Self::bad_gateway(Code::UpstreamTls, error.to_string()),
+            UpstreamError::Resolve { .. } => Self::bad_gateway(Code::DnsFailure, error.to_string()),
+            UpstreamError::Connect { .. } | UpstreamError::BadTarget(_) => {
+                Self::bad_gateway(Code::UpstreamConnect, error.to_string())
+            }
+        }
+    }
+
+    /// A request body that cannot be decoded or encoded again: refused, never sent unscanned.
+    pub(crate) fn request_codec(error: &CodecError) -> Self {
+        Self::bad_request(format!("the request body: {error}"))
+    }
+
+    /// A response that cannot be decoded to be scanned: refused, never passed on unscanned.
+    pub(crate) fn response_codec(error: &CodecError) -> Self {
+        Self::bad_gateway(
+            Code::UpstreamEncoding,
+            format!("the response cannot be scanned, so it is not passed on: {error}"),
+        )
+    }
+
+    fn new(status: StatusCode, code: Code, message: String, fault: Fault) -> Self {
         Self {
             status,
             code,
@@ -183,7 +334,7 @@ impl Refusal {
     /// the one place its message passes through the guard: a reason may quote text the
     /// client or an upstream chose (a host, a Host header, a coding name), which could spell
     /// a value.
-    pub fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
+    pub(crate) fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
         let mut line = if guard.is_match(self.message.as_bytes()) {
             guard.redact_str(&self.message)
         } else {
@@ -197,7 +348,7 @@ impl Refusal {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        headers.insert("sluice-error", HeaderValue::from_static(self.code));
+        headers.insert("sluice-error", HeaderValue::from_static(self.code.as_str()));
         if self.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
             headers.insert(
                 header::PROXY_AUTHENTICATE,

@@ -17,7 +17,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::{CipherSuite, SupportedCipherSuite};
 
 /// The provider for every TLS configuration sluice builds, client and server.
-pub fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     // A stable sort: within each rank rustls's own order stands.
     provider.cipher_suites.sort_by_key(rank);

@@ -24,7 +24,7 @@ const CONFIG_CACHE_CAPACITY: usize = 1024;
 
 /// Why a client's handshake was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum HandshakeRefused {
+pub(crate) enum HandshakeRefused {
     /// The SNI names another host than the CONNECT target, or none where one is needed.
     #[error("TLS SNI {sni:?} does not name the CONNECT host {target}")]
     SniMismatch {
@@ -55,7 +55,7 @@ pub enum HandshakeRefused {
 /// Server configurations per host, each with the host's leaf, ALPN `h2`, `http/1.1`, and
 /// sluice's suite order ([`crate::suites`]).
 /// Kept so that a new tunnel to a known host costs a handshake, not a configuration.
-pub struct Terminator {
+pub(crate) struct Terminator {
     ca: Arc<RunCa>,
     configs: Mutex<HashMap<String, Arc<ServerConfig>>>,
     timeout: std::time::Duration,
@@ -63,7 +63,7 @@ pub struct Terminator {
 
 impl Terminator {
     /// A terminator minting leaves from `ca`.
-    pub fn new(ca: Arc<RunCa>, timeout: std::time::Duration) -> Self {
+    pub(crate) fn new(ca: Arc<RunCa>, timeout: std::time::Duration) -> Self {
         Self {
             ca,
             configs: Mutex::new(HashMap::new()),
@@ -72,7 +72,7 @@ impl Terminator {
     }
 
     /// Accepts the client's TLS for `target`; returns the stream and whether it speaks h2.
-    pub async fn accept<IO>(
+    pub(crate) async fn accept<IO>(
         &self,
         io: IO,
         target: &Target,

@@ -60,7 +60,7 @@ use sluice_proxy::authority::Target;
 use sluice_proxy::body::{Body, BoxError};
 use sluice_proxy::headers;
 use sluice_proxy::refusal::Refusal;
-use sluice_proxy::rewrite::codec::{self, ContentCoding, Decoder, Encoder};
+use sluice_proxy::codec::{self, ContentCoding, Decoder, Encoder};
 use sluice_proxy::rewrite::request::{Outbound, Place, PlanCache};
 use sluice_proxy::rewrite::stream::{RewriteBody, StreamRefused};
 

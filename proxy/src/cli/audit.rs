@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::audit;
+use sluice_proxy::audit;
 
 /// `sluice audit verify FILE`: one verdict line; exit 0 when the chain holds, 1 naming
 /// the first broken line and why (or when the file cannot be read).

@@ -19,7 +19,7 @@ mod serve;
 /// hosts a declaration grants, and turns every secret that comes back into its placeholder.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -162,7 +162,7 @@ pub(crate) struct AuditSummaryArgs {
 }
 
 /// Parses the process arguments and runs the chosen subcommand.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::run(&args),

@@ -11,7 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::server::{ProxyConfig, default_workers, start};
+use sluice_proxy::{ProxyConfig, default_workers, start};
 
 use super::{ServeArgs, load_policy};
 
@@ -84,7 +84,7 @@ fn prepare_run_dir(dir: &Path) -> std::io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
-fn write_run_files(dir: &Path, proxy: &crate::Proxy) -> std::io::Result<()> {
+fn write_run_files(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<()> {
     write_file(&dir.join("ca.pem"), proxy.ca_pem().as_bytes(), 0o644)?;
     let mut url = proxy.proxy_url();
     url.push('\n');
@@ -98,7 +98,7 @@ fn write_run_files(dir: &Path, proxy: &crate::Proxy) -> std::io::Result<()> {
 
 /// `NAME=PLACEHOLDER` lines, NAME being the secret's name uppercased with any character
 /// outside `[A-Za-z0-9_]` turned into `_`: the variable the launcher sets.
-fn placeholders_env(proxy: &crate::Proxy) -> String {
+fn placeholders_env(proxy: &sluice_proxy::Proxy) -> String {
     proxy
         .placeholders()
         .iter()

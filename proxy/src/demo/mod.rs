@@ -32,8 +32,8 @@ use std::sync::Arc;
 use sluice_policies::Policy;
 use zeroize::Zeroizing;
 
-use crate::audit;
-use crate::server::{Proxy, ProxyConfig, start};
+use sluice_proxy::audit;
+use sluice_proxy::{Proxy, ProxyConfig, start};
 
 mod api;
 mod client;
@@ -47,15 +47,15 @@ use client::Sandbox;
 use narrate::Narrator;
 
 /// The host the demo's secret is granted to.
-pub const API_HOST: &str = "api.demo.test";
+pub(crate) const API_HOST: &str = "api.demo.test";
 /// A reachable host the secret is not granted to.
-pub const OTHER_HOST: &str = "other.demo.test";
+pub(crate) const OTHER_HOST: &str = "other.demo.test";
 /// The demo secret's name in the declaration.
-pub const SECRET: &str = "demo_token";
+pub(crate) const SECRET: &str = "demo_token";
 /// The file in the run directory that holds the real token (0600).
-pub const TOKEN_FILE: &str = "demo_token";
+pub(crate) const TOKEN_FILE: &str = "demo_token";
 /// The line that names the run directory, so a reader (or a test) can find it.
-pub const RUN_DIR_LINE: &str = "Run directory: ";
+pub(crate) const RUN_DIR_LINE: &str = "Run directory: ";
 
 /// Random bytes in the demo token (hex: twice as many characters).
 const TOKEN_BYTES: usize = 18;
@@ -65,14 +65,14 @@ const TOKEN_BYTES: usize = 18;
 /// # Defaults
 /// - `keep`: false — the run directory is removed at the end.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Leave the run directory (token file, CAs, declaration, audit log) for inspection.
     pub keep: bool,
 }
 
 /// A step of the story.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// A placeholder swapped for the real value toward the granted host.
     Swap,
     /// A value echoed back by the API, redacted into its placeholder.
@@ -85,10 +85,10 @@ pub enum Step {
 
 impl Step {
     /// Every step, in the order told.
-    pub const ALL: [Step; 4] = [Step::Swap, Step::Redact, Step::Refuse, Step::Audit];
+    pub(crate) const ALL: [Step; 4] = [Step::Swap, Step::Redact, Step::Refuse, Step::Audit];
 
     /// Its number in the story, from 1.
-    pub fn number(self) -> u8 {
+    pub(crate) fn number(self) -> u8 {
         match self {
             Step::Swap => 1,
             Step::Redact => 2,
@@ -98,7 +98,7 @@ impl Step {
     }
 
     /// Its title, as printed.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Step::Swap => "a placeholder swapped toward the granted host",
             Step::Redact => "a secret echoed back, redacted",
@@ -117,7 +117,7 @@ impl fmt::Display for Step {
 /// A step that did not behave as sluice promises: which, and what happened instead. Never
 /// holds the real value (it is withheld before the failure is built).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StepFailure {
+pub(crate) struct StepFailure {
     /// The step.
     pub step: Step,
     /// Each broken expectation: what was expected and what happened instead.
@@ -132,7 +132,7 @@ impl fmt::Display for StepFailure {
 
 /// Why the demo failed. Never holds the real value.
 #[derive(Debug, thiserror::Error)]
-pub enum DemoError {
+pub(crate) enum DemoError {
     /// The stage could not be set: the run directory, the token, the API's test CA or
     /// listener, the declaration, or sluice itself. A bug or a broken machine, not sluice
     /// misbehaving.
@@ -169,7 +169,7 @@ fn setup(what: &'static str) -> impl FnOnce(String) -> DemoError {
 ///
 /// [`DemoError::Steps`] naming every step that did not behave; [`DemoError::Setup`] when
 /// the stage could not be set; [`DemoError::Output`] when `out` fails.
-pub async fn run(options: Options, out: &mut dyn Write) -> Result<(), DemoError> {
+pub(crate) async fn run(options: Options, out: &mut dyn Write) -> Result<(), DemoError> {
     let run_dir = RunDir::create(options.keep)?;
     let token = Arc::new(mint_token()?);
     let mut say = Narrator::new(out, token.clone());
@@ -344,7 +344,7 @@ fn write_new(path: &Path, contents: &[u8], mode: u32) -> Result<(), String> {
 }
 
 /// The declaration the demo loads, reading the token from `token_file`.
-pub fn declaration(token_file: &Path) -> String {
+pub(crate) fn declaration(token_file: &Path) -> String {
     // A JSON string is a valid YAML double-quoted scalar, whatever the path holds.
     let file = serde_json::Value::from(token_file.to_string_lossy()).to_string();
     format!(

@@ -3,7 +3,6 @@
 //!
 //! Matching is the guard's, grants are the declaration's; this module only applies them.
 
-pub mod codec;
-pub mod request;
-pub mod response;
-pub mod stream;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod stream;

@@ -13,51 +13,10 @@
 //! nothing itself (the guard does). It never logs: what it did goes to the [`Outcome`]
 //! callback, once, for the audit log.
 //!
-//! # Example: a redacted response and a swapped request
-//! ```
-//! use std::sync::Arc;
-//! use bytes::Bytes;
-//! use http_body_util::BodyExt as _;
-//! use sluice_guard::{Guard, OnPlaceholder, OnValue, Placeholder, Plan, SecretValue};
-//! use sluice_proxy::body;
-//! use sluice_proxy::rewrite::codec::{ContentCoding, Decoder};
-//! use sluice_proxy::rewrite::stream::RewriteBody;
-//!
-//! let mut builder = Guard::builder();
-//! let token = builder.add(
-//!     "github_token",
-//!     Placeholder::mint("github_token", &[7; 12]),
-//!     SecretValue::from("ghp_real_value_0123456789"),
-//! )?;
-//! let guard = Arc::new(builder.build()?);
-//!
-//! // Response: decoded (the caller drops Content-Encoding and Content-Length), then redacted.
-//! // The outcome goes to the audit log; here through a oneshot channel.
-//! let upstream = body::full(Bytes::from_static(b"token=ghp_real_value_0123456789"));
-//! let decoder = Decoder::new(&[], 64 << 20).unwrap(); // from content_codings(response.headers())
-//! let (tx, rx) = tokio::sync::oneshot::channel();
-//! let response = RewriteBody::redacting(upstream, Arc::clone(&guard), move |outcome| {
-//!     let _ = tx.send(outcome);
-//! })
-//! .with_decoder(decoder)
-//! .boxed();
-//!
-//! let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-//! let shown = rt.block_on(response.collect()).unwrap().to_bytes();
-//! assert_eq!(shown, format!("token={}", guard.placeholder(token)));
-//! let outcome = rx.blocking_recv().unwrap();
-//! assert!(outcome.is_complete());
-//! assert_eq!(outcome.tally.get(token).redacted, 1); // the audit `redact` event
-//!
-//! // Request toward a host and a location the secret grants: placeholders are swapped.
-//! let mut plan = Plan::refuse_all(&guard);
-//! plan.set(token, OnPlaceholder::Swap, OnValue::Keep);
-//! let sandbox = body::full(Bytes::from(format!("t={}", guard.placeholder(token))));
-//! let request = RewriteBody::new(sandbox, Arc::clone(&guard), plan, |_outcome| {}).boxed();
-//! let sent = rt.block_on(request.collect()).unwrap().to_bytes();
-//! assert_eq!(sent, "t=ghp_real_value_0123456789");
-//! # Ok::<(), sluice_guard::GuardError>(())
-//! ```
+//! # Example
+//! The crate is private; `tests::the_module_example_redacts_a_response_and_swaps_a_request`
+//! is the example, run as a test: a response redacted through a decoder, and a request
+//! toward a granted host with its placeholder swapped.
 
 use std::fmt;
 use std::pin::Pin;
@@ -70,12 +29,12 @@ use http_body::{Frame, SizeHint};
 use sluice_guard::{Guard, GuardError, Plan, Refusal, Rewriter, Tally};
 use zeroize::Zeroizing;
 
-use super::codec::{CodecError, Decoder, Encoder, SLICE};
 use crate::body::{Body, BoxError};
+use crate::codec::{CodecError, Decoder, Encoder, SLICE};
 
 /// Where in a body a plan refused a match.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamPlace {
+pub(crate) enum StreamPlace {
     /// The data of the body (decoded, when it had a coding); the refusal's offset counts
     /// decoded bytes.
     Body,
@@ -106,7 +65,7 @@ impl fmt::Display for StreamPlace {
 /// never the bytes. Find it with `err.downcast_ref::<StreamRefused>()` on the body's error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("sluice stopped the body: {refusal}, {place}")]
-pub struct StreamRefused {
+pub(crate) struct StreamRefused {
     /// The guard's refusal: the secret's id and name, the form found, the offset.
     pub refusal: Refusal,
     /// Where the match was.
@@ -115,7 +74,8 @@ pub struct StreamRefused {
 
 impl StreamRefused {
     /// The refused secret's name.
-    pub fn secret(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn secret(&self) -> &str {
         &self.refusal.name
     }
 }
@@ -123,7 +83,7 @@ impl StreamRefused {
 /// How a [`RewriteBody`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum End {
+pub(crate) enum End {
     /// Every frame was rewritten and passed on.
     Complete,
     /// The plan refused a match; the body ended with a [`StreamRefused`] error.
@@ -142,7 +102,7 @@ pub enum End {
 
 /// What a [`RewriteBody`] did, reported once when it ends, for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Per secret: swapped, redacted and kept, over the body and its trailers. Counts what
     /// was passed on before an error, too: swapped bytes may have left already.
     pub tally: Tally,
@@ -156,13 +116,14 @@ pub struct Outcome {
 
 impl Outcome {
     /// Whether the body ended normally.
-    pub fn is_complete(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_complete(&self) -> bool {
         self.end == End::Complete
     }
 }
 
 /// The callback that receives the [`Outcome`].
-pub type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
+pub(crate) type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
 
 /// A body rewritten as it streams: frames of the inner body go through an optional
 /// [`Decoder`], the guard's [`Rewriter`] under one [`Plan`], and an optional [`Encoder`];
@@ -181,7 +142,7 @@ pub type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
 /// hold; each output frame comes from one slice (grown or shrunk by what was replaced in
 /// it: a redaction writes a placeholder over a value, which may be longer). See
 /// [`RewriteBody::buffered`].
-pub struct RewriteBody {
+pub(crate) struct RewriteBody {
     inner: Body,
     guard: Arc<Guard>,
     trailer_plan: Plan,
@@ -266,7 +227,7 @@ impl Failure {
 
 impl RewriteBody {
     /// Rewrites `inner` under `plan` (body and trailers), calling `report` once when it ends.
-    pub fn new(
+    pub(crate) fn new(
         inner: Body,
         guard: Arc<Guard>,
         plan: Plan,
@@ -294,7 +255,7 @@ impl RewriteBody {
 
     /// Redacts every known value in `inner` to its placeholder (responses): the plan
     /// [`Plan::redact_all`], which never refuses.
-    pub fn redacting(
+    pub(crate) fn redacting(
         inner: Body,
         guard: Arc<Guard>,
         report: impl FnOnce(Outcome) + Send + 'static,
@@ -305,19 +266,19 @@ impl RewriteBody {
 
     /// Decodes the inner body before rewriting it (its `Content-Encoding`, bounded); the
     /// output stays decoded unless an encoder is set too.
-    pub fn with_decoder(mut self, decoder: Decoder) -> Self {
+    pub(crate) fn with_decoder(mut self, decoder: Decoder) -> Self {
         self.decoder = Some(decoder);
         self
     }
 
     /// Encodes the rewritten body again (a request body sent on in the coding it came in).
-    pub fn with_encoder(mut self, encoder: Encoder) -> Self {
+    pub(crate) fn with_encoder(mut self, encoder: Encoder) -> Self {
         self.encoder = Some(encoder);
         self
     }
 
     /// A different plan for the trailers (by default, the body's).
-    pub fn with_trailer_plan(mut self, plan: Plan) -> Self {
+    pub(crate) fn with_trailer_plan(mut self, plan: Plan) -> Self {
         self.trailer_plan = plan;
         self
     }
@@ -325,7 +286,8 @@ impl RewriteBody {
     /// Bytes this body holds between polls: the undecoded rest of the current frame, the
     /// decode buffer, the rewriter's held-back tail and the decoder's inner buffers (the
     /// codec libraries' windows are not counted).
-    pub fn buffered(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> usize {
         self.pending.len()
             + self.decoded.capacity()
             + self.rewriter.as_ref().map_or(0, Rewriter::held_back)

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Why an address may not be dialled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Blocked {
+pub(crate) enum Blocked {
     /// `127.0.0.0/8`, `::1`.
     Loopback,
     /// `10/8`, `172.16/12`, `192.168/16`.
@@ -33,7 +33,7 @@ pub enum Blocked {
 
 impl Blocked {
     /// A short description for refusals and the audit log.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Self::Loopback => "a loopback address",
             Self::Private => "a private address",
@@ -50,7 +50,7 @@ impl Blocked {
 
 /// Classifies an address: `Ok(())` for a public unicast address, the reason otherwise.
 /// Does not consult `allow_ips`; the caller does, on the same address.
-pub fn classify(ip: IpAddr) -> Result<(), Blocked> {
+pub(crate) fn classify(ip: IpAddr) -> Result<(), Blocked> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),

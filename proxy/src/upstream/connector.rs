@@ -25,7 +25,7 @@ use super::{Dialer, UpstreamError};
 
 /// The connector handed to hyper-util's pooled client.
 #[derive(Clone)]
-pub struct Connector {
+pub(crate) struct Connector {
     pub(super) dialer: Arc<Dialer>,
     /// The TLS configuration, and with it the ALPN offer, of this connector's pool.
     pub(super) tls: Arc<rustls::ClientConfig>,
@@ -125,7 +125,7 @@ impl Dialer {
 }
 
 /// A connection to an upstream, plain or TLS.
-pub enum UpstreamConn {
+pub(crate) enum UpstreamConn {
     /// Plain HTTP (absolute-form requests from the sandbox; never swapped).
     Plain(TokioIo<TcpStream>),
     /// TLS, verified. Boxed: a TLS session is a kilobyte of state, a plain socket is not.

@@ -24,9 +24,8 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tokio::net::TcpStream;
 
-pub use address::{Blocked, classify};
-pub use connector::{Connector, UpstreamConn};
-pub use resolve::{Refused, Resolver};
+pub(crate) use connector::{Connector, UpstreamConn};
+pub(crate) use resolve::{Refused, Resolver};
 
 use crate::body::Body;
 use pool::Http1Pool;
@@ -63,7 +62,7 @@ impl Default for Timeouts {
 
 /// Why the upstream leg failed. Never carries request bytes.
 #[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     /// The name did not resolve.
     #[error("cannot resolve {host}: {source}")]
     Resolve {
@@ -116,7 +115,7 @@ pub enum UpstreamError {
 }
 
 /// What the dialler needs: pins, address policy and timeouts.
-pub struct Dialer {
+pub(crate) struct Dialer {
     resolver: Resolver,
     allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
     own_listeners: Vec<SocketAddr>,
@@ -149,7 +148,7 @@ pub enum UpstreamSetupError {
 /// other tunnel to that host (measured: a shared h2 leg halves small-request throughput
 /// and large-body speed for HTTP/1.1 clients, docs/benchmarks.md).
 #[derive(Clone)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// For requests that arrived over HTTP/1.1 (and plain HTTP): offers `http/1.1` only.
     http1: Arc<Http1Pool>,
     /// For requests that arrived over HTTP/2: offers `h2`, then `http/1.1`.
@@ -181,7 +180,7 @@ fn pool(dialer: &Arc<Dialer>, tls: &Arc<rustls::ClientConfig>) -> Client<Connect
 }
 
 /// How to build the upstream leg.
-pub struct UpstreamConfig {
+pub(crate) struct UpstreamConfig {
     /// `--resolve` pins, hosts normalised.
     pub pins: HashMap<String, IpAddr>,
     /// The declaration's `allow_ips` check.
@@ -196,7 +195,7 @@ pub struct UpstreamConfig {
 
 impl Upstream {
     /// Builds the client, its TLS configuration and its pool.
-    pub fn new(config: UpstreamConfig) -> Result<Self, UpstreamSetupError> {
+    pub(crate) fn new(config: UpstreamConfig) -> Result<Self, UpstreamSetupError> {
         let mut roots = RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
@@ -234,7 +233,7 @@ impl Upstream {
 
     /// The same leg with pools of its own, for a worker thread: its upstream connections
     /// then live and are reused on that thread's runtime only, never woken from another.
-    pub fn with_own_pools(&self) -> Self {
+    pub(crate) fn with_own_pools(&self) -> Self {
         Self {
             http1: Http1Pool::new(
                 self.dialer.clone(),
@@ -252,7 +251,7 @@ impl Upstream {
     /// Sends a request (absolute URI, `https` or `http`) over a pooled connection of the
     /// protocol the client spoke (`downstream`), and waits for the response head, within the
     /// response timeout.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         request: Request<Body>,
         downstream: Version,
@@ -279,7 +278,7 @@ impl Upstream {
 
     /// A fresh, unpooled HTTP/1.1 connection over verified TLS, with upgrades enabled: for a
     /// WebSocket handshake, whose connection becomes the upgraded stream.
-    pub async fn connect_http1(
+    pub(crate) async fn connect_http1(
         &self,
         host: &str,
         port: u16,
@@ -292,12 +291,12 @@ impl Upstream {
     }
 
     /// The timeouts this leg was built with.
-    pub fn timeouts(&self) -> Timeouts {
+    pub(crate) fn timeouts(&self) -> Timeouts {
         self.timeouts
     }
 
     /// Resolves, checks and dials a raw TCP connection (passthrough tunnels).
-    pub async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
+    pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
         self.dialer.dial(host, port).await
     }
 }
@@ -330,7 +329,7 @@ async fn http1_over(
 
 /// Why sending a request upstream failed.
 #[derive(Debug)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// Dialling failed (resolution, address policy, connect, TLS).
     Dial(UpstreamError),
     /// No response head within the response timeout.
@@ -342,7 +341,7 @@ pub enum SendError {
 
 impl SendError {
     /// The innermost error of type `E` in the failure's source chain, if any.
-    pub fn find_source<E: std::error::Error + 'static>(&self) -> Option<&E> {
+    pub(crate) fn find_source<E: std::error::Error + 'static>(&self) -> Option<&E> {
         let Self::Http(error) = self else {
             return None;
         };

@@ -13,19 +13,19 @@ use super::address::{self, Blocked};
 
 /// Host pins (`--resolve HOST=IP`) and the address policy.
 #[derive(Debug, Clone)]
-pub struct Resolver {
+pub(crate) struct Resolver {
     pins: HashMap<String, IpAddr>,
 }
 
 impl Resolver {
     /// A resolver with the given pins; hosts are already normalised.
-    pub fn new(pins: HashMap<String, IpAddr>) -> Self {
+    pub(crate) fn new(pins: HashMap<String, IpAddr>) -> Self {
         Self { pins }
     }
 
     /// The addresses to dial for `host:port`, each checked by `is_allowed` (the address
     /// policy together with `egress.allow_ips`) and against the proxy's own listeners.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         host: &str,
         port: u16,
@@ -78,7 +78,7 @@ fn check_answers(
 
 /// Why a dial was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The address is in a blocked range and `allow_ips` does not cover it.
     Blocked(Blocked),
     /// The address is one of sluice's own listeners: a request loop.

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use sluice_guard::{NONCE_LEN, OnPlaceholder, OnValue, Placeholder, SecretId, SecretValue};
 
 use super::*;
-use crate::rewrite::codec::ContentCoding;
+use crate::codec::ContentCoding;
 
 const GH_VALUE: &str = "ghp_AAAAbbbbCCCCdddd1234";
 const AWS_VALUE: &str = "wJalr/K7MDENG+bPxRfi\"CY";
@@ -694,4 +694,45 @@ proptest! {
         let body = RewriteBody::new(inner, Arc::clone(&f.guard), plan.clone(), report).with_decoder(decoder);
         check_exact(&f, &whole, body, &outcomes, &plan);
     }
+}
+
+#[test]
+fn the_module_example_redacts_a_response_and_swaps_a_request() {
+    let mut builder = Guard::builder();
+    let token = builder
+        .add(
+            "github_token",
+            Placeholder::mint("github_token", &[7; 12]),
+            SecretValue::from("ghp_real_value_0123456789"),
+        )
+        .unwrap();
+    let guard = Arc::new(builder.build().unwrap());
+
+    // Response: decoded (the caller drops Content-Encoding and Content-Length), then redacted.
+    // The outcome goes to the audit log; here through a oneshot channel.
+    let upstream = crate::body::full(Bytes::from_static(b"token=ghp_real_value_0123456789"));
+    let decoder = Decoder::new(&[], 64 << 20).unwrap(); // from content_codings(response.headers())
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let response = RewriteBody::redacting(upstream, Arc::clone(&guard), move |outcome| {
+        let _ = tx.send(outcome);
+    })
+    .with_decoder(decoder)
+    .boxed();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let shown = rt.block_on(response.collect()).unwrap().to_bytes();
+    assert_eq!(shown, format!("token={}", guard.placeholder(token)));
+    let outcome = rx.blocking_recv().unwrap();
+    assert!(outcome.is_complete());
+    assert_eq!(outcome.tally.get(token).redacted, 1); // the audit `redact` event
+
+    // Request toward a host and a location the secret grants: placeholders are swapped.
+    let mut plan = Plan::refuse_all(&guard);
+    plan.set(token, OnPlaceholder::Swap, OnValue::Keep);
+    let sandbox = crate::body::full(Bytes::from(format!("t={}", guard.placeholder(token))));
+    let request = RewriteBody::new(sandbox, Arc::clone(&guard), plan, |_outcome| {}).boxed();
+    let sent = rt.block_on(request.collect()).unwrap().to_bytes();
+    assert_eq!(sent, "t=ghp_real_value_0123456789");
 }

@@ -2,7 +2,10 @@
 
 use std::io::Write as _;
 
-use flate2::write::DeflateEncoder;
+use flate2::Compression;
+use flate2::write::{DeflateEncoder, GzEncoder};
+
+use super::decode::DeflateLayer;
 
 use super::*;
 

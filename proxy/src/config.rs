@@ -1,0 +1,112 @@
+//! What a proxy is started with: the declaration, where it listens and logs, and the limits
+//! it holds clients and upstreams to.
+//!
+//! Plain data, read once at start: nothing here opens a socket or reads a secret.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sluice_policies::Policy;
+
+use crate::upstream::Timeouts;
+
+/// Limits on what clients may make the proxy hold.
+///
+/// # Defaults
+/// - `max_connections`: 1024 client connections (tunnels count against their connection)
+/// - `max_header_bytes`: 64 KiB of request head (`431` beyond)
+/// - `header_read_timeout`: 30 s to send a request head (slow clients are cut off)
+/// - `h2_max_streams`: 100 concurrent streams per HTTP/2 connection
+/// - `tls_handshake_timeout`: 10 s for the client's TLS handshake
+/// - `drain_timeout`: 10 s for in-flight requests at shutdown
+/// - `max_buffered_body`: 8 MiB of request body buffered to recompute `Content-Length`
+/// - `body_read_timeout`: 30 s to send a request body that is buffered whole (`408` beyond)
+/// - `max_decoded_body`: 1 GiB decoded from one compressed body
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Concurrent client connections.
+    pub max_connections: usize,
+    /// Bytes of request head.
+    pub max_header_bytes: usize,
+    /// Time to receive a request head.
+    pub header_read_timeout: Duration,
+    /// Concurrent HTTP/2 streams per connection.
+    pub h2_max_streams: u32,
+    /// Time for the client's TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Time allowed for in-flight requests at shutdown.
+    pub drain_timeout: Duration,
+    /// The largest request body buffered to recompute its `Content-Length` after a swap
+    /// (`413` beyond).
+    pub max_buffered_body: usize,
+    /// Time to receive a request body that is buffered whole (see `max_buffered_body`):
+    /// a client trickling it would otherwise hold its buffer and connection for ever.
+    pub body_read_timeout: Duration,
+    /// The most bytes a compressed body may decode to (`502` for responses beyond: a
+    /// decompression bomb).
+    pub max_decoded_body: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            max_header_bytes: 64 * 1024,
+            header_read_timeout: Duration::from_secs(30),
+            h2_max_streams: 100,
+            tls_handshake_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(10),
+            max_buffered_body: 8 * 1024 * 1024,
+            body_read_timeout: Duration::from_secs(30),
+            max_decoded_body: 1024 * 1024 * 1024,
+        }
+    }
+}
+
+/// Everything needed to start a proxy.
+pub struct ProxyConfig {
+    /// The compiled declaration.
+    pub policy: Policy,
+    /// Where to listen (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// Where the audit log goes.
+    pub audit_log: PathBuf,
+    /// Extra roots for verifying upstreams (`--upstream-ca`).
+    pub upstream_ca: Vec<PathBuf>,
+    /// Host pins (`--resolve HOST=IP`).
+    pub resolve: Vec<(String, IpAddr)>,
+    /// Client-side limits.
+    pub limits: Limits,
+    /// Upstream timeouts.
+    pub timeouts: Timeouts,
+    /// Worker threads serving connections, each running its own single-threaded runtime
+    /// with its own upstream pools, all accepting from the one listener. With `0` the
+    /// proxy serves on the runtime that calls [`start`] (tests, embedding).
+    ///
+    /// Why threads of their own: a connection, its tunnel and its upstream connection then
+    /// stay on one thread, so handing a request from the client's task to the upstream's
+    /// never wakes another core (measured in docs/benchmarks.md).
+    pub workers: usize,
+}
+
+impl ProxyConfig {
+    /// A configuration with default limits and timeouts.
+    pub fn new(policy: Policy, listen: SocketAddr, audit_log: PathBuf) -> Self {
+        Self {
+            policy,
+            listen,
+            audit_log,
+            upstream_ca: Vec::new(),
+            resolve: Vec::new(),
+            limits: Limits::default(),
+            timeouts: Timeouts::default(),
+            workers: 0,
+        }
+    }
+}
+
+/// One worker per core the process may use: what `sluice serve` and `sluice run` start.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}

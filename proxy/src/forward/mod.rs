@@ -1,0 +1,289 @@
+//! One request, from the sandbox to the upstream and back, in the order the checks run.
+//!
+//! Two paths, each a list of steps with a line on why each is there:
+//! [`intercepted`] serves a request inside a terminated TLS tunnel, [`plain`] an
+//! absolute-form `http://` request (never swapped). Nothing is sent upstream before every
+//! check of the request head has passed; a body is read whole first when it can be, so that
+//! a refusal sends nothing at all. Every refusal a step returns is recorded and answered in
+//! one place, [`Exchange::refuse`].
+//!
+//! The request body's policy lives in `request_body`, the WebSocket upgrade in `upgrade`,
+//! and the response's redaction in `rewrite::response`.
+
+mod request_body;
+mod upgrade;
+
+use std::sync::Arc;
+
+use http::header::{ACCEPT_ENCODING, HOST};
+use http::request::Parts;
+use http::uri::Scheme;
+use http::{Method, Request, Response, Uri, Version};
+use hyper::body::Incoming;
+use sluice_guard::GuardError;
+use sluice_policies::Reach;
+
+use crate::authority::{self, Target};
+use crate::body::Body;
+use crate::codec;
+use crate::exchange::Exchange;
+use crate::headers;
+use crate::refusal::Refusal;
+use crate::rewrite::request::{Outbound, Place, check_authority};
+use crate::rewrite::response;
+use crate::shared::Shared;
+use crate::tunnel::{Destination, Tunnel};
+
+use request_body::{Buffering, StoppedBody};
+
+/// A request inside an intercepted tunnel.
+pub(crate) async fn intercepted(
+    request: Request<Incoming>,
+    tunnel: &Tunnel,
+    shared: &Arc<Shared>,
+) -> Response<Body> {
+    let (parts, incoming) = request.into_parts();
+    let exchange = Exchange::of_request(shared, tunnel.destination.authority(), &parts);
+    match intercepted_steps(parts, incoming, tunnel, shared, &exchange).await {
+        Ok(response) => response,
+        Err(refusal) => exchange.refuse(refusal),
+    }
+}
+
+async fn intercepted_steps(
+    mut parts: Parts,
+    incoming: Incoming,
+    tunnel: &Tunnel,
+    shared: &Arc<Shared>,
+    exchange: &Exchange,
+) -> Result<Response<Body>, Refusal> {
+    // Fail closed: without a working audit log, nothing is proxied.
+    audit_is_healthy(shared)?;
+    // A CONNECT inside a tunnel would ask the upstream for a tunnel nothing inspects.
+    no_nested_connect(&parts)?;
+    // Grants were decided for the tunnel's host: a request naming another goes nowhere.
+    authority::check(&parts.uri, &parts.headers, &tunnel.target)?;
+    // Heads over the limit, and framing two parsers could read two ways, are refused.
+    check_head(&parts, shared)?;
+    // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
+    let upgrade = headers::upgrade_protocol(&parts.version, &parts.headers);
+    // Hop-by-hop headers, the proxy's credentials among them, stop here.
+    strip_hop_by_hop(&mut parts);
+    // The head's scan: swap where granted, refuse everything else.
+    let outbound =
+        Outbound::new(&shared.guard, &shared.policy, &tunnel.target).with_cache(&tunnel.plans);
+    scan_head(&outbound, &mut parts, exchange)?;
+    let stopped = StoppedBody::default();
+    // An upgrade's body is scanned whole before its handshake leaves: once the upstream
+    // answers 101 the connection is joined, and a refusal could no longer stop it.
+    if let Some(protocol) = upgrade {
+        let body = request_body::scan(
+            &outbound,
+            &mut parts,
+            incoming,
+            shared,
+            exchange,
+            &stopped,
+            Buffering::Always,
+        )
+        .await?;
+        return upgrade::exchange(parts, body, protocol, tunnel, shared, exchange).await;
+    }
+    // The body: read whole when its length is known and within the bound, else streamed.
+    let body = request_body::scan(
+        &outbound,
+        &mut parts,
+        incoming,
+        shared,
+        exchange,
+        &stopped,
+        Buffering::WhenLengthKnown,
+    )
+    .await?;
+    // Upstream, and the response redacted on its way back.
+    let sent = Sent {
+        outbound: &outbound,
+        stopped: &stopped,
+    };
+    send(parts, body, &tunnel.destination, sent, shared, exchange).await
+}
+
+/// An absolute-form `http://` request: forwarded to a reachable host, never swapped.
+pub(crate) async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    let (parts, incoming) = request.into_parts();
+    // The target: an `http://` URI naming a reachable host.
+    let target = match plain_target(&parts, &shared) {
+        Ok(target) => target,
+        Err(refusal) => {
+            // Logged with the host as sent: the audit log's redactor sees it exactly.
+            let raw = parts.uri.authority().map_or("", |a| a.as_str());
+            return Exchange::of_request(&shared, raw, &parts).refuse(refusal);
+        }
+    };
+    let exchange = Exchange::of_request(&shared, &target.authority(), &parts);
+    match plain_steps(parts, incoming, &target, &shared, &exchange).await {
+        Ok(response) => response,
+        Err(refusal) => exchange.refuse(refusal),
+    }
+}
+
+async fn plain_steps(
+    mut parts: Parts,
+    incoming: Incoming,
+    target: &Target,
+    shared: &Arc<Shared>,
+    exchange: &Exchange,
+) -> Result<Response<Body>, Refusal> {
+    // Fail closed: without a working audit log, nothing is proxied.
+    audit_is_healthy(shared)?;
+    // A `Host` header, when sent, must name the target the egress decision was made for.
+    if parts.headers.contains_key(HOST) {
+        authority::check(&Uri::from_static("/"), &parts.headers, target)?;
+    }
+    // Heads over the limit, and framing two parsers could read two ways, are refused.
+    check_head(&parts, shared)?;
+    // Hop-by-hop headers, the proxy's credentials among them, stop here; no upgrade in the
+    // clear, so its headers go too.
+    strip_hop_by_hop(&mut parts);
+    // The head's scan: plain HTTP is never swapped, so a placeholder in it is refused.
+    let outbound = Outbound::plain(&shared.guard, &shared.policy, target);
+    scan_head(&outbound, &mut parts, exchange)?;
+    // The body: read whole when its length is known and within the bound, else streamed.
+    let stopped = StoppedBody::default();
+    let body = request_body::scan(
+        &outbound,
+        &mut parts,
+        incoming,
+        shared,
+        exchange,
+        &stopped,
+        Buffering::WhenLengthKnown,
+    )
+    .await?;
+    // Upstream, and the response redacted on its way back.
+    let destination = Destination::new(target, Scheme::HTTP)?;
+    let sent = Sent {
+        outbound: &outbound,
+        stopped: &stopped,
+    };
+    send(parts, body, &destination, sent, shared, exchange).await
+}
+
+/// The target of a plain request: an `http://` URI naming a reachable host.
+fn plain_target(parts: &Parts, shared: &Shared) -> Result<Target, Refusal> {
+    if parts.uri.scheme() != Some(&Scheme::HTTP) {
+        return Err(Refusal::bad_request(
+            "only http:// targets may be proxied in the clear; use CONNECT for https",
+        ));
+    }
+    let authority = parts
+        .uri
+        .authority()
+        .ok_or_else(|| Refusal::bad_request("the request target has no host"))?;
+    // A secret in the host name would leave with the first DNS lookup.
+    check_authority(&shared.guard, authority.as_str())?;
+    let target = Target::parse(authority, Some(80))?;
+    // The egress decision, as for a tunnel.
+    if let Reach::Denied(denied) = shared.policy.reach(&target.host, target.port) {
+        return Err(Refusal::host_not_allowed(
+            &target.host,
+            target.port,
+            &denied.to_string(),
+        ));
+    }
+    Ok(target)
+}
+
+fn audit_is_healthy(shared: &Shared) -> Result<(), Refusal> {
+    if shared.audit.is_healthy() {
+        Ok(())
+    } else {
+        Err(Refusal::unavailable(
+            "sluice's audit log failed; refusing to proxy",
+        ))
+    }
+}
+
+fn no_nested_connect(parts: &Parts) -> Result<(), Refusal> {
+    if parts.method == Method::CONNECT {
+        return Err(Refusal::bad_request(
+            "CONNECT inside an intercepted tunnel is not allowed; send CONNECT to sluice itself",
+        ));
+    }
+    Ok(())
+}
+
+/// The head's size, exactly (hyper bounds its buffer, which usually stops such a head
+/// first), and its framing.
+fn check_head(parts: &Parts, shared: &Shared) -> Result<(), Refusal> {
+    headers::check_head_size(&parts.uri, &parts.headers, shared.limits.max_header_bytes)?;
+    headers::check_framing(&parts.headers)
+}
+
+/// Removes the hop-by-hop headers, and `Host`, which is written again for the upstream.
+fn strip_hop_by_hop(parts: &mut Parts) {
+    headers::remove_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(HOST);
+}
+
+/// Swaps and refuses in the method, target, header names and values, and records each swap.
+fn scan_head(
+    outbound: &Outbound<'_>,
+    parts: &mut Parts,
+    exchange: &Exchange,
+) -> Result<(), Refusal> {
+    for swapped in outbound.rewrite_head(parts)? {
+        exchange.record_tally(&swapped.place.label(), &swapped.tally);
+    }
+    Ok(())
+}
+
+/// What the sending step needs to know of the scan: its plans, and whether it stopped the
+/// body (a stopped body is the refusal it is, not an upstream failure).
+#[derive(Clone, Copy)]
+struct Sent<'a> {
+    outbound: &'a Outbound<'a>,
+    stopped: &'a StoppedBody,
+}
+
+/// Sends the scanned request to `destination` and redacts the response on its way back.
+async fn send(
+    mut parts: Parts,
+    body: Body,
+    destination: &Destination,
+    sent: Sent<'_>,
+    shared: &Arc<Shared>,
+    exchange: &Exchange,
+) -> Result<Response<Body>, Refusal> {
+    // Responses must come back in a coding sluice can decode, to be scanned.
+    if parts.headers.contains_key(ACCEPT_ENCODING) {
+        parts
+            .headers
+            .insert(ACCEPT_ENCODING, codec::accept_encoding());
+    }
+    parts.headers.insert(HOST, destination.host_header());
+    parts.uri = destination.uri(parts.uri.path_and_query())?;
+    let downstream_version = parts.version;
+    parts.version = Version::HTTP_11;
+    let is_head = parts.method == Method::HEAD;
+    let response = match shared
+        .upstream
+        .send(Request::from_parts(parts, body), downstream_version)
+        .await
+    {
+        Ok(response) => response,
+        Err(error) => {
+            if let Some(refused) = sent.stopped.take() {
+                let refused = GuardError::Refused(refused.refusal);
+                return Err(sent.outbound.refusal(refused, &Place::Body));
+            }
+            let timeouts = shared.upstream.timeouts();
+            return Err(Refusal::from_send(
+                &error,
+                timeouts,
+                destination.authority(),
+            ));
+        }
+    };
+    response::redact(response, is_head, shared, exchange).await
+}

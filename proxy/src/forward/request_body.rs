@@ -1,0 +1,170 @@
+//! The request body on its way out: read whole and rewritten when it can be, so that a
+//! refusal sends nothing; streamed through the rewriter otherwise.
+//!
+//! Which it is follows from the body's framing, its coding and the plan: see
+//! [`Buffering`]. A body sluice cannot decode is refused, never sent unscanned.
+
+use std::sync::Arc;
+
+use http::HeaderValue;
+use http::header::CONTENT_LENGTH;
+use http::request::Parts;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use sluice_guard::OnPlaceholder;
+
+use crate::body::{self, Body};
+use crate::codec::{self, Decoder, Encoder};
+use crate::exchange::Exchange;
+use crate::refusal::Refusal;
+use crate::rewrite::request::{Outbound, Place};
+use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
+use crate::shared::Shared;
+
+/// When a request body is buffered and rewritten whole rather than streamed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Buffering {
+    /// When its length is known and within the bound (so that a refusal sends nothing),
+    /// and whenever a swap may change its length and `Content-Length` must be recomputed
+    /// (or its coding re-encoded): `413` beyond the bound then.
+    WhenLengthKnown,
+    /// Always (an upgrade's body, which must be refused before the handshake leaves).
+    Always,
+}
+
+/// The request body on its way out: scanned as it streams, or buffered up to the bound and
+/// rewritten whole (see [`Buffering`]).
+pub(super) async fn scan(
+    outbound: &Outbound<'_>,
+    parts: &mut Parts,
+    incoming: Incoming,
+    shared: &Arc<Shared>,
+    exchange: &Exchange,
+    stopped: &StoppedBody,
+    buffering: Buffering,
+) -> Result<Body, Refusal> {
+    // A run with no secret has nothing to find: the body passes as it came.
+    if shared.guard.is_empty() {
+        return Ok(body::incoming(incoming));
+    }
+    // No body at all (a GET): nothing to scan, and none goes on (no streaming rewriter is
+    // set up for it, and the upstream request keeps the client's framing: none).
+    if http_body::Body::is_end_stream(&incoming) && !parts.headers.contains_key(CONTENT_LENGTH) {
+        return Ok(body::empty());
+    }
+    let plan = outbound.body_plan(parts);
+    let codings = codec::content_codings(&parts.headers).map_err(|e| {
+        Refusal::bad_request(format!(
+            "the request body cannot be scanned: {e}; send it uncompressed"
+        ))
+    })?;
+    let may_change = !codings.is_empty()
+        || shared
+            .guard
+            .ids()
+            .any(|id| plan.on_placeholder(id) == OnPlaceholder::Swap);
+    let limit = shared.limits.max_buffered_body;
+    let declared = match parts.headers.get(CONTENT_LENGTH) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| Refusal::bad_request("Content-Length is not a number"))?,
+        ),
+    };
+    // A body whose length is known and within the bound is read whole before anything is
+    // sent, whatever the host: a refusal then stops the request before its head leaves.
+    // Longer ones stream, unless a swap may change their length (then `413`).
+    let has_length = declared.is_some();
+    let fits = declared.is_some_and(|n| n <= limit as u64);
+    if buffering == Buffering::Always || (may_change && has_length) || fits {
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(Refusal::too_large(limit));
+        }
+        // Bounded in time as in size: a trickled body would hold its buffer for ever.
+        let timeout = shared.limits.body_read_timeout;
+        let collected = tokio::time::timeout(
+            timeout,
+            http_body_util::Limited::new(incoming, limit).collect(),
+        )
+        .await
+        .map_err(|_| Refusal::body_timeout(timeout))?
+        .map_err(|_| Refusal::too_large(limit))?
+        .to_bytes();
+        let decoded = if codings.is_empty() {
+            zeroize::Zeroizing::new(collected.to_vec())
+        } else {
+            let mut out = zeroize::Zeroizing::new(Vec::new());
+            let mut decoder =
+                Decoder::new(&codings, limit as u64).map_err(|e| Refusal::request_codec(&e))?;
+            decoder
+                .push(&collected, &mut out)
+                .and_then(|()| decoder.finish(&mut out))
+                .map_err(|e| Refusal::request_codec(&e))?;
+            out
+        };
+        let rewritten = shared
+            .guard
+            .rewrite(&decoded, &plan)
+            .map_err(|e| outbound.refusal(e, &Place::Body))?;
+        exchange.record_tally("body", rewritten.tally());
+        let mut bytes = rewritten.into_bytes();
+        if !codings.is_empty() {
+            let mut encoded = Vec::new();
+            let mut encoder = Encoder::new(&codings).map_err(|e| Refusal::request_codec(&e))?;
+            encoder
+                .push(&bytes, &mut encoded)
+                .and_then(|()| encoder.finish(&mut encoded))
+                .map_err(|e| Refusal::request_codec(&e))?;
+            bytes = zeroize::Zeroizing::new(encoded);
+        }
+        // A bodiless request (a GET handshake) stays without a length.
+        if has_length || !bytes.is_empty() {
+            parts
+                .headers
+                .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+        }
+        return Ok(body::full(bytes::Bytes::from(std::mem::take(&mut *bytes))));
+    }
+    // Streamed: a refusal mid-body aborts the upstream request before the match leaves, and
+    // is kept so that the client is told why.
+    let report = {
+        let log_report = exchange.reporter("body");
+        let stopped = stopped.clone();
+        move |outcome: Outcome| {
+            if let End::Refused(refused) = &outcome.end {
+                stopped.set(refused.clone());
+            }
+            log_report(&outcome.tally);
+        }
+    };
+    let mut streamed =
+        RewriteBody::new(body::incoming(incoming), shared.guard.clone(), plan, report)
+            // Trailers are no grantable place: nothing is swapped into them.
+            .with_trailer_plan(outbound.plan(&Place::Trailers));
+    if !codings.is_empty() {
+        let limit = shared.limits.max_decoded_body;
+        let decoder = Decoder::new(&codings, limit).map_err(|e| Refusal::request_codec(&e))?;
+        let encoder = Encoder::new(&codings).map_err(|e| Refusal::request_codec(&e))?;
+        streamed = streamed.with_decoder(decoder).with_encoder(encoder);
+    }
+    Ok(BodyExt::boxed(streamed))
+}
+
+/// Where a streamed request body leaves the refusal that stopped it. hyper reports a body
+/// error to the caller only as a failed exchange (and over HTTP/2 as a reset stream), so
+/// the body's own report is the reliable witness.
+#[derive(Clone, Default)]
+pub(super) struct StoppedBody(Arc<std::sync::Mutex<Option<StreamRefused>>>);
+
+impl StoppedBody {
+    fn set(&self, refused: StreamRefused) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(refused);
+    }
+
+    pub(super) fn take(&self) -> Option<StreamRefused> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}

@@ -1,0 +1,101 @@
+//! An upgrade (WebSocket): the handshake is scanned and swapped like any request, sent on a
+//! fresh HTTP/1.1 connection, and on `101` both sides are joined.
+//!
+//! Frames after the handshake are not inspected (docs/threat-model.md); the handshake's
+//! body was scanned whole before it left, because once the upstream answers `101` a
+//! refusal could no longer stop anything. The joined streams hold the tunnel's connection
+//! slot until they close.
+
+use std::sync::Arc;
+
+use http::header::HOST;
+use http::request::Parts;
+use http::uri::PathAndQuery;
+use http::{HeaderValue, Request, Response, StatusCode, Version};
+
+use crate::audit::EventKind;
+use crate::body::{self, Body};
+use crate::exchange::Exchange;
+use crate::refusal::{Code, Refusal};
+use crate::rewrite::response;
+use crate::shared::Shared;
+use crate::tunnel::Tunnel;
+
+/// Sends the upgrade handshake upstream and, on `101`, joins the client to the upstream.
+pub(super) async fn exchange(
+    mut parts: Parts,
+    body: Body,
+    protocol: HeaderValue,
+    tunnel: &Tunnel,
+    shared: &Arc<Shared>,
+    exchange: &Exchange,
+) -> Result<Response<Body>, Refusal> {
+    let client_side = parts
+        .extensions
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or_else(|| Refusal::bad_request("this connection cannot be upgraded"))?;
+    parts.headers.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("upgrade"),
+    );
+    parts.headers.insert(http::header::UPGRADE, protocol);
+    parts.headers.insert(HOST, tunnel.destination.host_header());
+    // A fresh connection speaks origin-form.
+    parts.uri = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"))
+        .as_str()
+        .parse()
+        .map_err(|_| Refusal::bad_request("the request target is not a valid URI"))?;
+    parts.version = Version::HTTP_11;
+    let mut send = shared
+        .upstream
+        .connect_http1(&tunnel.target.host, tunnel.target.port)
+        .await
+        .map_err(|e| Refusal::from_dial(&e))?;
+    let request = Request::from_parts(parts, body);
+    let target = &tunnel.target;
+    let timeout = shared.upstream.timeouts().response;
+    let mut response = match tokio::time::timeout(timeout, send.send_request(request)).await {
+        Err(_) => {
+            return Err(Refusal::gateway_timeout(format!(
+                "{target} did not answer the upgrade within {}s",
+                timeout.as_secs()
+            )));
+        }
+        Ok(Err(error)) => {
+            return Err(Refusal::bad_gateway(
+                Code::UpstreamFailed,
+                format!("the upgrade exchange with {target} failed: {error}"),
+            ));
+        }
+        Ok(Ok(response)) => response,
+    };
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return response::redact(response, false, shared, exchange).await;
+    }
+    let upstream_side = hyper::upgrade::on(&mut response);
+    exchange.record(
+        exchange
+            .event(EventKind::Tunnel)
+            .reason("upgrade: frames after the handshake are not inspected"),
+    );
+    let slot = tunnel.slot.clone();
+    tokio::spawn(async move {
+        // The joined streams count against the connection limit until they close.
+        let _slot = slot;
+        let (Ok(client), Ok(upstream)) = tokio::join!(client_side, upstream_side) else {
+            return;
+        };
+        let mut client = hyper_util::rt::TokioIo::new(client);
+        let mut upstream = hyper_util::rt::TokioIo::new(upstream);
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    });
+    let (mut parts, _) = response.into_parts();
+    response::drop_reason_phrase(&mut parts.extensions);
+    let tally = response::redact_headers(&shared.guard, &mut parts.headers);
+    exchange.record_redactions("response-headers", &tally);
+    Ok(Response::from_parts(parts, body::empty()))
+}

@@ -1,0 +1,123 @@
+//! What every task of a running proxy shares: the compiled declaration and guard, the run's
+//! credentials and TLS terminator, the upstream leg, the audit log, the limits, the
+//! connection slots and the shutdown signal.
+//!
+//! This module sits below every step of the request path and imports none of them: a step
+//! takes what it needs from [`Shared`] and never reaches back into the one before it.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use sluice_guard::Guard;
+use sluice_policies::Policy;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+use crate::audit::{AuditLog, Event};
+use crate::auth::Credentials;
+use crate::config::Limits;
+use crate::tls::Terminator;
+use crate::upstream::Upstream;
+
+/// Held by every task serving a client connection or a tunnel that came out of it; the
+/// connection slot is free again when the last one is dropped.
+pub(crate) type ConnSlot = Arc<OwnedSemaphorePermit>;
+
+/// What every task of a running proxy shares.
+pub(crate) struct Shared {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) guard: Arc<Guard>,
+    pub(crate) credentials: Arc<Credentials>,
+    pub(crate) terminator: Arc<Terminator>,
+    pub(crate) upstream: Upstream,
+    pub(crate) audit: AuditLog,
+    pub(crate) limits: Limits,
+    pub(crate) connections: Arc<Semaphore>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// The same, with upstream pools of its own, for one worker thread.
+    pub(crate) fn for_worker(&self) -> Shared {
+        Shared {
+            policy: self.policy.clone(),
+            guard: self.guard.clone(),
+            credentials: self.credentials.clone(),
+            terminator: self.terminator.clone(),
+            upstream: self.upstream.with_own_pools(),
+            audit: self.audit.clone(),
+            limits: self.limits,
+            connections: self.connections.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
+    /// Records an audit event. A failed log is noticed by `AuditLog::is_healthy`, which every
+    /// request checks first (fail closed), so the error needs no handling here.
+    pub(crate) fn record(&self, event: Event) {
+        if let Err(error) = self.audit.record(event) {
+            tracing::error!(%error, "audit log write failed; sluice now refuses to proxy");
+        }
+    }
+}
+
+/// Resolves once the proxy is told to stop (at once if it already was).
+pub(crate) async fn until_stopped(shutdown: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not Send; drop it here, not across an await.
+    let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+/// A hyper connection that can be asked to finish its in-flight requests and close.
+pub(crate) trait Drain: Future {
+    /// Stops taking new requests; the connection ends once those in flight are answered.
+    fn drain(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S, B> Drain for hyper::server::conn::http1::UpgradeableConnection<I, S>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn drain(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B, E> Drain for hyper::server::conn::http2::Connection<I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn drain(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Serves `conn` to its end, or, once the proxy is told to stop, lets its in-flight requests
+/// finish and then ends it: the one serve-and-drain loop of every connection sluice serves.
+pub(crate) async fn serve_until_stopped<C, E>(
+    conn: C,
+    mut shutdown: watch::Receiver<bool>,
+    what: &str,
+) where
+    C: Drain<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let mut conn = std::pin::pin!(conn);
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        () = until_stopped(&mut shutdown) => {
+            conn.as_mut().drain();
+            conn.await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%error, "{what} connection ended with an error");
+    }
+}
