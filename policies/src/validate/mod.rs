@@ -26,11 +26,6 @@ use crate::raw::{RawDeclaration, SpannedList};
 
 pub(crate) use source::header_unfit_byte;
 
-/// The smallest secret value the guard can redact safely.
-pub const MIN_VALUE_LEN: usize = 8;
-/// The smallest placeholder.
-pub const MIN_PLACEHOLDER_LEN: usize = 16;
-
 /// A declaration that passed validation, ready to become a [`crate::Policy`].
 pub(crate) struct Validated {
     pub(crate) secrets: Vec<SecretDecl>,

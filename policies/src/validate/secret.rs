@@ -9,8 +9,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use serde_saphyr::Spanned;
+use sluice_guard::MIN_PLACEHOLDER_LEN;
 
-use super::{Ctx, MIN_PLACEHOLDER_LEN, Pos, push_at, source};
+use super::{Ctx, Pos, push_at, source};
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::model::{Place, SecretDecl, Sink, placeholder_name};

@@ -9,9 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use serde_saphyr::Spanned;
+use sluice_guard::MIN_VALUE_LEN;
 use zeroize::Zeroizing;
 
-use super::{Ctx, MIN_VALUE_LEN, Pos, push_at};
+use super::{Ctx, Pos, push_at};
 use crate::error::Problem;
 use crate::lint::looks_like_secret;
 use crate::model::{Literal, Source};
