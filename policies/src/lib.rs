@@ -48,7 +48,7 @@ mod source;
 mod validate;
 
 pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError};
-pub use grant::{Permit, Refusal};
+pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
 pub use model::{Literal, Location, Place, SecretDecl, Sink, Source, placeholder_name};
