@@ -16,8 +16,9 @@
 //!   key each, carry the `serverAuth` extended key usage, are valid for a few hours at most and
 //!   never beyond the CA, and are minted on first request and cached: concurrent first
 //!   requests for one name mint once, and the cache is bounded (least recently used evicted);
-//! - a rustls [`ResolvesServerCert`] ([`RunCa::resolver`]) hands out the leaf for a
-//!   ClientHello's SNI; no SNI, or an SNI outside the constraints, aborts the handshake.
+//! - a rustls [`ResolvesServerCert`] ([`RunCa::resolver_for`]) hands out one host's leaf,
+//!   for a connection whose host the caller has decided (the proxy's CONNECT host); an SNI
+//!   naming another host aborts the handshake.
 //!
 //! # What this crate never does
 //!
@@ -51,7 +52,7 @@
 //! assert!(ca.leaf("example.org").is_err());     // the apex is not under `*.example.org`
 //! assert!(ca.leaf("evil.example.net").is_err()); // never certified by this run
 //!
-//! let resolver = ca.resolver();                 // for a rustls ServerConfig
+//! let resolver = ca.resolver_for("api.example.com")?; // for a rustls ServerConfig
 //! # let _ = resolver;
 //! # Ok::<(), sluice_ca::CaError>(())
 //! ```
@@ -89,7 +90,7 @@ pub use crate::error::CaError;
 use crate::cache::{LeafCache, Minted};
 use crate::key::SecretKey;
 use crate::name::{LeafName, Permitted};
-use crate::resolver::{FixedResolver, SniResolver};
+use crate::resolver::FixedResolver;
 
 /// The CA of one run: its certificate, its in-memory key, and the cache of leaves it signed.
 ///
@@ -241,18 +242,11 @@ impl RunCa {
             .get_or_mint(&name.key(), is_fresh, || self.mint_leaf(&name, now))
     }
 
-    /// A resolver for a rustls `ServerConfig` that picks the leaf for each ClientHello's SNI.
-    ///
-    /// A ClientHello with no SNI, with an SNI outside the constraints or not a valid name, or
-    /// without ECDSA P-256 among its signature schemes, gets no certificate: rustls aborts
-    /// the handshake.
-    pub fn resolver(self: &Arc<Self>) -> Arc<dyn ResolvesServerCert> {
-        Arc::new(SniResolver { ca: self.clone() })
-    }
-
-    /// A resolver that serves the leaf for `name` only, for a connection whose host the caller
-    /// has already decided (the CONNECT host, SNI checked). A ClientHello without SNI gets the
-    /// leaf (clients send none for IP literals); one whose SNI names another host gets none.
+    /// A resolver for a rustls `ServerConfig` that serves the leaf for `name` only, for a
+    /// connection whose host the caller has already decided (the CONNECT host, SNI checked).
+    /// A ClientHello without SNI gets the leaf (clients send none for IP literals); one whose
+    /// SNI names another host, or without ECDSA P-256 among its signature schemes, gets no
+    /// certificate: rustls aborts the handshake.
     ///
     /// # Errors
     ///
