@@ -228,8 +228,12 @@ impl RunCa {
 
     /// [`RunCa::leaf`] as seen at `now`.
     fn leaf_at(&self, name: &str, now: SystemTime) -> Result<Arc<CertifiedKey>, CaError> {
-        let name = LeafName::parse(name)?;
-        if !self.permitted.permits(&name) {
+        self.leaf_named(&LeafName::parse(name)?, now)
+    }
+
+    /// [`RunCa::leaf`] for a parsed name, as seen at `now`.
+    fn leaf_named(&self, name: &LeafName, now: SystemTime) -> Result<Arc<CertifiedKey>, CaError> {
+        if !self.permitted.permits(name) {
             return Err(CaError::NotPermitted {
                 name: error::quote(&name.key()),
             });
@@ -239,7 +243,7 @@ impl RunCa {
         let is_fresh =
             |leaf: &Minted| leaf.not_after >= self.not_after || now + margin < leaf.not_after;
         self.cache
-            .get_or_mint(&name.key(), is_fresh, || self.mint_leaf(&name, now))
+            .get_or_mint(&name.key(), is_fresh, || self.mint_leaf(name, now))
     }
 
     /// A resolver for a rustls `ServerConfig` that serves the leaf for `name` only, for a
@@ -248,6 +252,9 @@ impl RunCa {
     /// SNI names another host, or without ECDSA P-256 among its signature schemes, gets no
     /// certificate: rustls aborts the handshake.
     ///
+    /// Each handshake takes the leaf from the CA's cache, so a resolver kept for the whole run
+    /// serves a renewed leaf once the first nears its end, never an expired one.
+    ///
     /// # Errors
     ///
     /// As [`RunCa::leaf`]: the leaf is minted (or taken from the cache) now.
@@ -255,10 +262,11 @@ impl RunCa {
         self: &Arc<Self>,
         name: &str,
     ) -> Result<Arc<dyn ResolvesServerCert>, CaError> {
-        let leaf = self.leaf(name)?;
+        let name = LeafName::parse(name)?;
+        self.leaf_named(&name, SystemTime::now())?;
         Ok(Arc::new(FixedResolver {
-            name: LeafName::parse(name)?,
-            leaf,
+            ca: self.clone(),
+            name,
         }))
     }
 

@@ -7,11 +7,13 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use rustls::SignatureScheme;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
+use crate::RunCa;
 use crate::name::LeafName;
 
 /// Whether the client can verify the ECDSA P-256 signatures every leaf makes.
@@ -21,13 +23,14 @@ fn accepts_p256(hello: &ClientHello<'_>) -> bool {
         .contains(&SignatureScheme::ECDSA_NISTP256_SHA256)
 }
 
-/// Hands out one leaf, minted when the resolver was made, for a connection whose host the
-/// proxy already knows (its CONNECT host). A ClientHello without SNI gets the leaf (clients
+/// Hands out one host's leaf, taken from the CA at each handshake (so a renewed one once the
+/// first nears its end), for a connection whose host the proxy already knows (its CONNECT
+/// host). A ClientHello without SNI gets the leaf (clients
 /// send none for IP literals); one whose SNI names another host, or a client that cannot
 /// take ECDSA P-256, gets `None` (a handshake failure).
 pub(crate) struct FixedResolver {
+    pub(crate) ca: Arc<RunCa>,
     pub(crate) name: LeafName,
-    pub(crate) leaf: Arc<CertifiedKey>,
 }
 
 impl ResolvesServerCert for FixedResolver {
@@ -35,13 +38,14 @@ impl ResolvesServerCert for FixedResolver {
         if !accepts_p256(&hello) {
             return None;
         }
-        match hello.server_name() {
-            None => Some(self.leaf.clone()),
-            Some(sni) => match LeafName::parse(sni) {
-                Ok(name) if name == self.name => Some(self.leaf.clone()),
-                _ => None,
-            },
+        let names_host = match hello.server_name() {
+            None => true,
+            Some(sni) => LeafName::parse(sni).is_ok_and(|name| name == self.name),
+        };
+        if !names_host {
+            return None;
         }
+        self.ca.leaf_named(&self.name, SystemTime::now()).ok()
     }
 }
 

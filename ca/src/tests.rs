@@ -681,3 +681,22 @@ fn the_resolver_serves_its_host_with_or_without_sni_and_nothing_else() {
         Err(CaError::NotPermitted { .. })
     ));
 }
+
+#[test]
+fn the_resolver_takes_its_leaf_from_the_ca_at_each_handshake() {
+    // With room for one leaf, another host's evicts the pinned one: the next handshake mints
+    // it again rather than serving the copy the resolver was made with (the same path serves
+    // a renewed leaf once the first nears its end).
+    let mut config = CaConfig::new("test-run", ["api.github.com", "*.githubusercontent.com"]);
+    config.cache_capacity = 1;
+    let ca = Arc::new(RunCa::mint(config).unwrap());
+    let pinned = ca.resolver_for("api.github.com").unwrap();
+    assert_eq!(ca.minted_count(), 1);
+    handshake(&ca, pinned.clone(), "api.github.com", true).unwrap();
+    assert_eq!(ca.minted_count(), 1);
+    ca.leaf("raw.githubusercontent.com").unwrap();
+    handshake(&ca, pinned.clone(), "api.github.com", true).unwrap();
+    assert_eq!(ca.minted_count(), 3);
+    handshake(&ca, pinned, "api.github.com", true).unwrap();
+    assert_eq!(ca.minted_count(), 3);
+}
