@@ -16,8 +16,9 @@
 //!   key each, carry the `serverAuth` extended key usage, are valid for a few hours at most and
 //!   never beyond the CA, and are minted on first request and cached: concurrent first
 //!   requests for one name mint once, and the cache is bounded (least recently used evicted);
-//! - a rustls [`ResolvesServerCert`] ([`RunCa::resolver`]) hands out the leaf for a
-//!   ClientHello's SNI; no SNI, or an SNI outside the constraints, aborts the handshake.
+//! - a rustls [`ResolvesServerCert`] ([`RunCa::resolver_for`]) hands out one host's leaf,
+//!   for a connection whose host the caller has decided (the proxy's CONNECT host); an SNI
+//!   naming another host aborts the handshake.
 //!
 //! # What this crate never does
 //!
@@ -51,7 +52,7 @@
 //! assert!(ca.leaf("example.org").is_err());     // the apex is not under `*.example.org`
 //! assert!(ca.leaf("evil.example.net").is_err()); // never certified by this run
 //!
-//! let resolver = ca.resolver();                 // for a rustls ServerConfig
+//! let resolver = ca.resolver_for("api.example.com")?; // for a rustls ServerConfig
 //! # let _ = resolver;
 //! # Ok::<(), sluice_ca::CaError>(())
 //! ```
@@ -89,7 +90,7 @@ pub use crate::error::CaError;
 use crate::cache::{LeafCache, Minted};
 use crate::key::SecretKey;
 use crate::name::{LeafName, Permitted};
-use crate::resolver::{FixedResolver, SniResolver};
+use crate::resolver::FixedResolver;
 
 /// The CA of one run: its certificate, its in-memory key, and the cache of leaves it signed.
 ///
@@ -227,8 +228,12 @@ impl RunCa {
 
     /// [`RunCa::leaf`] as seen at `now`.
     fn leaf_at(&self, name: &str, now: SystemTime) -> Result<Arc<CertifiedKey>, CaError> {
-        let name = LeafName::parse(name)?;
-        if !self.permitted.permits(&name) {
+        self.leaf_named(&LeafName::parse(name)?, now)
+    }
+
+    /// [`RunCa::leaf`] for a parsed name, as seen at `now`.
+    fn leaf_named(&self, name: &LeafName, now: SystemTime) -> Result<Arc<CertifiedKey>, CaError> {
+        if !self.permitted.permits(name) {
             return Err(CaError::NotPermitted {
                 name: error::quote(&name.key()),
             });
@@ -238,21 +243,17 @@ impl RunCa {
         let is_fresh =
             |leaf: &Minted| leaf.not_after >= self.not_after || now + margin < leaf.not_after;
         self.cache
-            .get_or_mint(&name.key(), is_fresh, || self.mint_leaf(&name, now))
+            .get_or_mint(&name.key(), is_fresh, || self.mint_leaf(name, now))
     }
 
-    /// A resolver for a rustls `ServerConfig` that picks the leaf for each ClientHello's SNI.
+    /// A resolver for a rustls `ServerConfig` that serves the leaf for `name` only, for a
+    /// connection whose host the caller has already decided (the CONNECT host, SNI checked).
+    /// A ClientHello without SNI gets the leaf (clients send none for IP literals); one whose
+    /// SNI names another host, or without ECDSA P-256 among its signature schemes, gets no
+    /// certificate: rustls aborts the handshake.
     ///
-    /// A ClientHello with no SNI, with an SNI outside the constraints or not a valid name, or
-    /// without ECDSA P-256 among its signature schemes, gets no certificate: rustls aborts
-    /// the handshake.
-    pub fn resolver(self: &Arc<Self>) -> Arc<dyn ResolvesServerCert> {
-        Arc::new(SniResolver { ca: self.clone() })
-    }
-
-    /// A resolver that serves the leaf for `name` only, for a connection whose host the caller
-    /// has already decided (the CONNECT host, SNI checked). A ClientHello without SNI gets the
-    /// leaf (clients send none for IP literals); one whose SNI names another host gets none.
+    /// Each handshake takes the leaf from the CA's cache, so a resolver kept for the whole run
+    /// serves a renewed leaf once the first nears its end, never an expired one.
     ///
     /// # Errors
     ///
@@ -261,10 +262,11 @@ impl RunCa {
         self: &Arc<Self>,
         name: &str,
     ) -> Result<Arc<dyn ResolvesServerCert>, CaError> {
-        let leaf = self.leaf(name)?;
+        let name = LeafName::parse(name)?;
+        self.leaf_named(&name, SystemTime::now())?;
         Ok(Arc::new(FixedResolver {
-            name: LeafName::parse(name)?,
-            leaf,
+            ca: self.clone(),
+            name,
         }))
     }
 

@@ -1,11 +1,13 @@
-//! rustls glue: certificate resolvers that hand out the run CA's leaves.
+//! rustls glue: the certificate resolver that hands out the run CA's leaf for one host.
 //!
-//! This module owns one decision: which leaf (if any) a TLS handshake gets. It must never
-//! hand out a leaf for a name the CA's constraints do not cover, and never pick a leaf when
-//! the client named no host: returning `None` makes rustls abort the handshake.
+//! This module owns one decision: whether a TLS handshake for a connection whose host the
+//! caller has already decided (the proxy's CONNECT host) gets that host's leaf. It must never
+//! hand out a leaf for a name the CA's constraints do not cover, nor for any name but the
+//! one it was made for: returning `None` makes rustls abort the handshake.
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use rustls::SignatureScheme;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -21,36 +23,14 @@ fn accepts_p256(hello: &ClientHello<'_>) -> bool {
         .contains(&SignatureScheme::ECDSA_NISTP256_SHA256)
 }
 
-/// Picks the leaf for the ClientHello's SNI: no SNI, an SNI outside the constraints, or a
-/// client that cannot take ECDSA P-256 gets `None` (a handshake failure).
-pub(crate) struct SniResolver {
-    pub(crate) ca: Arc<RunCa>,
-}
-
-impl ResolvesServerCert for SniResolver {
-    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        if !accepts_p256(&hello) {
-            return None;
-        }
-        let sni = hello.server_name()?;
-        self.ca.leaf(sni).ok()
-    }
-}
-
-impl fmt::Debug for SniResolver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SniResolver")
-            .field("run_id", &self.ca.run_id())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Hands out one leaf, minted when the resolver was made, for a connection whose host the
-/// proxy already knows (its CONNECT host). A ClientHello without SNI gets the leaf (clients
-/// send none for IP literals); one whose SNI names another host gets `None`.
+/// Hands out one host's leaf, taken from the CA at each handshake (so a renewed one once the
+/// first nears its end), for a connection whose host the proxy already knows (its CONNECT
+/// host). A ClientHello without SNI gets the leaf (clients
+/// send none for IP literals); one whose SNI names another host, or a client that cannot
+/// take ECDSA P-256, gets `None` (a handshake failure).
 pub(crate) struct FixedResolver {
+    pub(crate) ca: Arc<RunCa>,
     pub(crate) name: LeafName,
-    pub(crate) leaf: Arc<CertifiedKey>,
 }
 
 impl ResolvesServerCert for FixedResolver {
@@ -58,13 +38,14 @@ impl ResolvesServerCert for FixedResolver {
         if !accepts_p256(&hello) {
             return None;
         }
-        match hello.server_name() {
-            None => Some(self.leaf.clone()),
-            Some(sni) => match LeafName::parse(sni) {
-                Ok(name) if name == self.name => Some(self.leaf.clone()),
-                _ => None,
-            },
+        let names_host = match hello.server_name() {
+            None => true,
+            Some(sni) => LeafName::parse(sni).is_ok_and(|name| name == self.name),
+        };
+        if !names_host {
+            return None;
         }
+        self.ca.leaf_named(&self.name, SystemTime::now()).ok()
     }
 }
 

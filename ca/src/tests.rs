@@ -1,5 +1,5 @@
 //! Tests of the run CA as its users see it: rustls' webpki verifier and `openssl verify` as
-//! outside judges, real rustls handshakes through the resolvers, the single-flight cache.
+//! outside judges, real rustls handshakes through the resolver, the single-flight cache.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -568,8 +568,10 @@ fn debug_output_never_holds_the_key() {
     assert!(!printed.contains(&hex::encode(&pkcs8)));
     assert!(!printed.contains(&format!("{pkcs8:?}")));
     assert!(!format!("{:?}", ca.issuer).contains(&format!("{pkcs8:?}")));
-    let resolver = ca.resolver();
-    assert!(format!("{resolver:?}").contains("test-run"));
+    let resolver = ca.resolver_for("api.github.com").unwrap();
+    let printed = format!("{resolver:?}");
+    assert!(printed.contains("api.github.com"), "{printed}");
+    assert!(!printed.contains(&format!("{pkcs8:?}")));
 }
 
 #[test]
@@ -644,33 +646,27 @@ fn handshake(
 }
 
 #[test]
-fn a_handshake_with_a_permitted_sni_succeeds() {
+fn a_handshake_whose_sni_names_the_host_in_any_case_succeeds() {
     let ca = github_ca();
-    handshake(&ca, ca.resolver(), "api.github.com", true).unwrap();
-    handshake(&ca, ca.resolver(), "Raw.GitHubUserContent.com", true).unwrap();
-    assert_eq!(ca.minted_count(), 2);
+    let pinned = ca.resolver_for("raw.githubusercontent.com").unwrap();
+    handshake(&ca, pinned.clone(), "Raw.GitHubUserContent.com", true).unwrap();
+    handshake(&ca, pinned, "raw.githubusercontent.com", true).unwrap();
+    assert_eq!(ca.minted_count(), 1);
 }
 
 #[test]
-fn a_handshake_without_sni_fails() {
+fn a_handshake_whose_sni_names_another_host_fails() {
     let ca = github_ca();
-    let refused = handshake(&ca, ca.resolver(), "api.github.com", false).unwrap_err();
-    assert!(is_no_certificate(&refused), "{refused:?}");
-    assert_eq!(ca.minted_count(), 0);
-}
-
-#[test]
-fn a_handshake_with_a_foreign_sni_fails() {
-    let ca = github_ca();
+    let pinned = ca.resolver_for("api.github.com").unwrap();
     for sni in ["evil.example", "x.api.github.com", "githubusercontent.com"] {
-        let refused = handshake(&ca, ca.resolver(), sni, true).unwrap_err();
+        let refused = handshake(&ca, pinned.clone(), sni, true).unwrap_err();
         assert!(is_no_certificate(&refused), "{sni}: {refused:?}");
     }
-    assert_eq!(ca.minted_count(), 0);
+    assert_eq!(ca.minted_count(), 1);
 }
 
 #[test]
-fn the_fixed_resolver_serves_its_host_with_or_without_sni_and_nothing_else() {
+fn the_resolver_serves_its_host_with_or_without_sni_and_nothing_else() {
     let ca = github_ca();
     // IP literals: clients send no SNI, so the proxy pins the leaf to the CONNECT host.
     let pinned = ca.resolver_for("127.0.0.1").unwrap();
@@ -687,9 +683,20 @@ fn the_fixed_resolver_serves_its_host_with_or_without_sni_and_nothing_else() {
 }
 
 #[test]
-fn the_sni_resolver_gives_an_ip_host_no_leaf() {
-    // An IP literal never arrives as SNI; without one the SNI resolver refuses.
-    let ca = github_ca();
-    let refused = handshake(&ca, ca.resolver(), "127.0.0.1", true).unwrap_err();
-    assert!(is_no_certificate(&refused), "{refused:?}");
+fn the_resolver_takes_its_leaf_from_the_ca_at_each_handshake() {
+    // With room for one leaf, another host's evicts the pinned one: the next handshake mints
+    // it again rather than serving the copy the resolver was made with (the same path serves
+    // a renewed leaf once the first nears its end).
+    let mut config = CaConfig::new("test-run", ["api.github.com", "*.githubusercontent.com"]);
+    config.cache_capacity = 1;
+    let ca = Arc::new(RunCa::mint(config).unwrap());
+    let pinned = ca.resolver_for("api.github.com").unwrap();
+    assert_eq!(ca.minted_count(), 1);
+    handshake(&ca, pinned.clone(), "api.github.com", true).unwrap();
+    assert_eq!(ca.minted_count(), 1);
+    ca.leaf("raw.githubusercontent.com").unwrap();
+    handshake(&ca, pinned.clone(), "api.github.com", true).unwrap();
+    assert_eq!(ca.minted_count(), 3);
+    handshake(&ca, pinned, "api.github.com", true).unwrap();
+    assert_eq!(ca.minted_count(), 3);
 }

@@ -130,7 +130,7 @@ pub enum GuardError {
 
     /// A [`Plan`](crate::Plan) refused a match.
     #[error(transparent)]
-    Refused(#[from] Refusal),
+    Refused(#[from] RefusedMatch),
 
     /// A streaming [`Rewriter`](crate::Rewriter) was used after it refused once.
     #[error("rewriter already refused this stream, expected a fresh rewriter for a new stream")]
@@ -143,7 +143,7 @@ pub enum GuardError {
 /// It names the secret and what was found, never the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{form} of secret `{name}` found at byte {offset}, where the plan in force refuses it")]
-pub struct Refusal {
+pub struct RefusedMatch {
     /// The secret whose placeholder or value was found.
     pub secret: SecretId,
     /// The secret's name.

@@ -25,7 +25,7 @@
 //!   [`Guard::redact`] (and `_into` twins that append to a caller's buffer): one-shot;
 //!   [`Rewriter`]: streaming, exact whatever the chunking.
 //! - [`Tally`]: what was swapped, redacted and kept, per secret, for the audit log.
-//! - [`GuardError`]: every failure; [`Refusal`] names what a plan refused.
+//! - [`GuardError`]: every failure; [`RefusedMatch`] names what a plan refused.
 //!
 //! # Example: swap outbound, redact inbound
 //! ```
@@ -75,7 +75,7 @@ mod search;
 mod secret;
 
 pub use encoding::{Base64Alphabet, Encoding, JsonStyle, PercentStyle, SwapForm};
-pub use error::{GuardError, Refusal};
+pub use error::{GuardError, RefusedMatch};
 pub use guard::{Form, Guard, GuardBuilder, Hit, MAX_SECRETS};
 pub use plan::{OnPlaceholder, OnValue, Plan};
 pub use rewrite::{Counts, Rewriter, Rewritten, Tally};

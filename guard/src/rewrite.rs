@@ -17,7 +17,7 @@ use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::{Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, Refusal, SecretId};
+use crate::{Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, RefusedMatch, SecretId};
 
 /// What one secret's matches became during a rewrite.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -348,7 +348,7 @@ fn step(
     base: u64,
     out: &mut Vec<u8>,
     tally: &mut Tally,
-) -> Result<usize, Refusal> {
+) -> Result<usize, RefusedMatch> {
     let (mut limit, sure) = match limit {
         Limit::At(at) => (Some(at), at),
         // Whatever the hold, a match starting a longest pattern's length before the end is
@@ -368,7 +368,7 @@ fn step(
         covered = m.end();
         let info = guard.pattern(m.pattern().as_usize());
         let counts = tally.entry(info.secret.index());
-        let refuse = || Refusal {
+        let refuse = || RefusedMatch {
             secret: info.secret,
             name: guard.name(info.secret).to_owned(),
             form: info.form,
@@ -521,7 +521,7 @@ impl Rewriter {
     fn guarded(
         &mut self,
         out: &mut Vec<u8>,
-        f: impl FnOnce(&mut Self, &mut Vec<u8>) -> Result<(), Refusal>,
+        f: impl FnOnce(&mut Self, &mut Vec<u8>) -> Result<(), RefusedMatch>,
     ) -> Result<(), GuardError> {
         if self.poisoned {
             return Err(GuardError::Poisoned);
@@ -537,7 +537,7 @@ impl Rewriter {
         })
     }
 
-    fn push_inner(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+    fn push_inner(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), RefusedMatch> {
         let mut rest = chunk;
         if !self.carry.is_empty() {
             // The junction: the held tail plus enough of the chunk to decide every match that
@@ -581,7 +581,7 @@ impl Rewriter {
     }
 
     /// Rewrites `buf` (the carry being empty), keeping its undecided tail.
-    fn scan_in_place(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+    fn scan_in_place(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<(), RefusedMatch> {
         let done = step(
             &self.guard,
             &self.plan,

@@ -7,6 +7,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use sluice_guard::MIN_PLACEHOLDER_LEN;
+
 /// A host name or host pattern that cannot be used.
 ///
 /// Returned by [`crate::normalize_host`] and [`crate::HostPattern::parse`]; inside a
@@ -227,7 +229,7 @@ pub enum Problem {
         /// What belongs there.
         what: &'static str,
     },
-    /// A literal value shorter than 8 bytes.
+    /// A literal value shorter than [`MIN_VALUE_LEN`](crate::MIN_VALUE_LEN) bytes.
     #[error("secret {secret}: literal value is {len} bytes, expected at least {min}")]
     ValueTooShort {
         /// The secret's name.
@@ -253,7 +255,8 @@ pub enum Problem {
         /// The first offending character.
         found: char,
     },
-    /// A fixed placeholder shorter than 16 characters.
+    /// A fixed placeholder shorter than [`MIN_PLACEHOLDER_LEN`](crate::MIN_PLACEHOLDER_LEN)
+    /// characters.
     #[error("secret {secret}: placeholder is {len} characters, expected at least {min}")]
     PlaceholderTooShort {
         /// The secret's name.
@@ -437,7 +440,7 @@ impl Problem {
                 format!("remove `header` from secrets.{secret}.in, or fix the value")
             }
             Problem::PlaceholderAlphabet { .. } | Problem::PlaceholderTooShort { .. } => {
-                "use at least 16 characters of A-Z, a-z, 0-9 and _, or delete `placeholder:` to have one minted per run".into()
+                format!("use at least {MIN_PLACEHOLDER_LEN} characters of A-Z, a-z, 0-9 and _, or delete `placeholder:` to have one minted per run")
             }
             Problem::SharedPlaceholder { secret, .. } | Problem::PlaceholderContains { secret, .. } => {
                 format!("give secrets.{secret} a distinct placeholder (or rename the secret)")

@@ -20,7 +20,7 @@ pub struct Permit {
 /// A refused use of a secret, and the grant that would allow it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Refusal {
+pub enum Ungranted {
     /// No secret of that name is declared.
     #[error("no secret named {secret} is declared; add it under secrets:")]
     UnknownSecret {
@@ -101,18 +101,18 @@ pub enum Refusal {
     },
 }
 
-impl Refusal {
+impl Ungranted {
     /// A short stable code for audit logs and `sluice-error` headers.
     pub fn code(&self) -> &'static str {
         match self {
-            Refusal::UnknownSecret { .. } => "unknown_secret",
-            Refusal::RedactOnly { .. } => "redact_only",
-            Refusal::SinkNotGranted { .. } => "sink_not_granted",
-            Refusal::InvalidHost { .. } => "invalid_host",
-            Refusal::HostNotGranted { .. } => "host_not_granted",
-            Refusal::Passthrough { .. } => "passthrough_host",
-            Refusal::PlaceNotGranted { .. } => "location_not_granted",
-            Refusal::HeaderNotGranted { .. } => "header_not_granted",
+            Ungranted::UnknownSecret { .. } => "unknown_secret",
+            Ungranted::RedactOnly { .. } => "redact_only",
+            Ungranted::SinkNotGranted { .. } => "sink_not_granted",
+            Ungranted::InvalidHost { .. } => "invalid_host",
+            Ungranted::HostNotGranted { .. } => "host_not_granted",
+            Ungranted::Passthrough { .. } => "passthrough_host",
+            Ungranted::PlaceNotGranted { .. } => "location_not_granted",
+            Ungranted::HeaderNotGranted { .. } => "header_not_granted",
         }
     }
 }
@@ -127,7 +127,7 @@ impl Policy {
     ///
     /// # Errors
     ///
-    /// A [`Refusal`] naming the missing grant.
+    /// A [`Ungranted`] naming the missing grant.
     pub fn may(
         &self,
         secret: &str,
@@ -135,20 +135,20 @@ impl Policy {
         host: &str,
         port: u16,
         location: &Location,
-    ) -> Result<Permit, Refusal> {
+    ) -> Result<Permit, Ungranted> {
         if sink != Sink::Egress {
             return self.may_sink(secret, sink);
         }
         let permit = self.may_reach(secret, host, port)?;
         let decl = &self.secrets[permit.secret_index];
         let name = || decl.name.clone();
-        let host = normalize_host(host).map_err(|_| Refusal::InvalidHost {
+        let host = normalize_host(host).map_err(|_| Ungranted::InvalidHost {
             secret: name(),
             host: host.to_owned(),
         })?;
         let place = location.place();
         if !decl.locations.contains(&place) {
-            return Err(Refusal::PlaceNotGranted {
+            return Err(Ungranted::PlaceNotGranted {
                 secret: name(),
                 host,
                 place: place.as_str(),
@@ -157,7 +157,7 @@ impl Policy {
         if let (Location::Header(header), Some(names)) = (location, &decl.header_names) {
             let header = header.to_ascii_lowercase();
             if !names.contains(&header) {
-                return Err(Refusal::HeaderNotGranted {
+                return Err(Ungranted::HeaderNotGranted {
                     secret: name(),
                     host,
                     header,
@@ -174,18 +174,18 @@ impl Policy {
     ///
     /// # Errors
     ///
-    /// The sink refusals of [`Policy::may_sink`], [`Refusal::InvalidHost`],
-    /// [`Refusal::HostNotGranted`] or [`Refusal::Passthrough`].
-    pub fn may_reach(&self, secret: &str, host: &str, port: u16) -> Result<Permit, Refusal> {
+    /// The sink refusals of [`Policy::may_sink`], [`Ungranted::InvalidHost`],
+    /// [`Ungranted::HostNotGranted`] or [`Ungranted::Passthrough`].
+    pub fn may_reach(&self, secret: &str, host: &str, port: u16) -> Result<Permit, Ungranted> {
         let permit = self.may_sink(secret, Sink::Egress)?;
         let decl = &self.secrets[permit.secret_index];
         let name = || decl.name.clone();
-        let host = normalize_host(host).map_err(|_| Refusal::InvalidHost {
+        let host = normalize_host(host).map_err(|_| Ungranted::InvalidHost {
             secret: name(),
             host: host.to_owned(),
         })?;
         if !decl.hosts.iter().any(|p| p.matches_normalized(&host, port)) {
-            return Err(Refusal::HostNotGranted {
+            return Err(Ungranted::HostNotGranted {
                 secret: name(),
                 host,
                 port,
@@ -196,7 +196,7 @@ impl Policy {
             .iter()
             .any(|p| p.matches_normalized(&host, port))
         {
-            return Err(Refusal::Passthrough {
+            return Err(Ungranted::Passthrough {
                 secret: name(),
                 host,
             });
@@ -209,22 +209,22 @@ impl Policy {
     ///
     /// # Errors
     ///
-    /// [`Refusal::UnknownSecret`], [`Refusal::RedactOnly`] or [`Refusal::SinkNotGranted`].
-    pub fn may_sink(&self, secret: &str, sink: Sink) -> Result<Permit, Refusal> {
+    /// [`Ungranted::UnknownSecret`], [`Ungranted::RedactOnly`] or [`Ungranted::SinkNotGranted`].
+    pub fn may_sink(&self, secret: &str, sink: Sink) -> Result<Permit, Ungranted> {
         let Some(secret_index) = self.secrets.iter().position(|s| s.name == secret) else {
-            return Err(Refusal::UnknownSecret {
+            return Err(Ungranted::UnknownSecret {
                 secret: secret.to_owned(),
             });
         };
         let decl = &self.secrets[secret_index];
         if decl.sinks.is_empty() {
-            return Err(Refusal::RedactOnly {
+            return Err(Ungranted::RedactOnly {
                 secret: decl.name.clone(),
                 sink,
             });
         }
         if !decl.sinks.contains(&sink) {
-            return Err(Refusal::SinkNotGranted {
+            return Err(Ungranted::SinkNotGranted {
                 secret: decl.name.clone(),
                 sink,
             });

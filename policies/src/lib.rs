@@ -48,14 +48,16 @@ mod source;
 mod validate;
 
 pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError};
-pub use grant::{Permit, Refusal};
+pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
 pub use model::{Literal, Location, Place, SecretDecl, Sink, Source, placeholder_name};
 pub use placeholder::{MintError, NONCE_BYTES, Placeholders};
 pub use policy::{Denied, Loaded, Policy, Reach};
+/// The guard's limits, which validation checks a declaration against: defined once, in
+/// sluice-guard.
+pub use sluice_guard::{MIN_PLACEHOLDER_LEN, MIN_VALUE_LEN};
 pub use source::ResolvedSecret;
-pub use validate::{MIN_PLACEHOLDER_LEN, MIN_VALUE_LEN};
 
 #[cfg(test)]
 mod tests;

@@ -5,14 +5,14 @@
 
 use std::fmt;
 
-use sluice_guard::{Guard, Placeholder, SecretValue};
+use sluice_guard::{Guard, MIN_VALUE_LEN, Placeholder, SecretValue};
 use zeroize::Zeroizing;
 
 use crate::error::SourceError;
 use crate::model::{Place, Sink, Source};
 use crate::placeholder::Placeholders;
 use crate::policy::Policy;
-use crate::validate::{MIN_VALUE_LEN, header_unfit_byte};
+use crate::validate::header_unfit_byte;
 
 /// One secret ready for the guard: name, this run's placeholder, and the real value.
 ///
@@ -39,7 +39,7 @@ impl fmt::Debug for ResolvedSecret {
 impl Policy {
     /// Reads every secret's value: `env` from the process environment (bytes as they are),
     /// `file` with one trailing newline (`\n` or `\r\n`) trimmed, `value` as written; then
-    /// checks each is at least 8 bytes and, where the secret may be swapped into a header,
+    /// checks each is at least [`MIN_VALUE_LEN`] bytes and, where the secret may be swapped into a header,
     /// free of CR, LF and NUL.
     ///
     /// # Errors

@@ -733,7 +733,7 @@ fn may_grants_the_declared_host_and_refuses_another() {
     let r = p
         .may("gh", Sink::Egress, "evil.com", 443, &auth)
         .unwrap_err();
-    assert!(matches!(r, Refusal::HostNotGranted { .. }));
+    assert!(matches!(r, Ungranted::HostNotGranted { .. }));
     assert_eq!(
         r.to_string(),
         "secret gh is not granted to host evil.com (port 443); add it to secrets.gh.hosts"
@@ -760,7 +760,10 @@ fn may_checks_the_port_when_the_grant_names_one() {
         443,
         &Location::Query,
     );
-    assert!(matches!(r, Err(Refusal::HostNotGranted { port: 443, .. })));
+    assert!(matches!(
+        r,
+        Err(Ungranted::HostNotGranted { port: 443, .. })
+    ));
 }
 
 #[test]
@@ -773,7 +776,10 @@ fn may_checks_the_location() {
     let r = p
         .may("gh", Sink::Egress, "api.github.com", 443, &Location::Query)
         .unwrap_err();
-    assert!(matches!(r, Refusal::PlaceNotGranted { place: "query", .. }));
+    assert!(matches!(
+        r,
+        Ungranted::PlaceNotGranted { place: "query", .. }
+    ));
     assert!(r.to_string().contains("add query to secrets.gh.in"));
 }
 
@@ -823,7 +829,7 @@ fn may_checks_the_sink() {
             8443,
             &Location::Query
         ),
-        Err(Refusal::SinkNotGranted { .. })
+        Err(Ungranted::SinkNotGranted { .. })
     ));
 }
 
@@ -833,12 +839,12 @@ fn may_refuses_redact_only_and_unknown_secrets() {
     assert!(p.may_sink("gh", Sink::Egress).is_ok());
     assert!(matches!(
         p.may_sink("quiet", Sink::Egress),
-        Err(Refusal::RedactOnly { .. })
+        Err(Ungranted::RedactOnly { .. })
     ));
     assert!(p.secret("quiet").unwrap().is_redact_only());
     assert!(matches!(
         p.may_sink("nope", Sink::Egress),
-        Err(Refusal::UnknownSecret { .. })
+        Err(Ungranted::UnknownSecret { .. })
     ));
 }
 
@@ -855,7 +861,7 @@ fn may_refuses_a_granted_host_that_is_passthrough() {
     );
     assert!(matches!(
         p.may("gh", Sink::Egress, "b.example.com", 443, &auth),
-        Err(Refusal::Passthrough { .. })
+        Err(Ungranted::Passthrough { .. })
     ));
     assert_eq!(p.reach("b.example.com", 443), Reach::Passthrough);
 }

@@ -3,14 +3,15 @@
 //! The ClientHello's SNI must name the CONNECT host; otherwise the handshake is refused
 //! (the connection is closed before any certificate is sent), because a client that asks
 //! for one name inside a tunnel opened for another is trying to get a leaf, or a grant,
-//! it should not have. A tunnel to an IP literal may come without SNI.
+//! it should not have. A tunnel to an IP literal may come without SNI. The leaf itself is
+//! handed out by the run CA's resolver pinned to the CONNECT host
+//! ([`RunCa::resolver_for`]), which refuses any other name a second time.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rustls::ServerConfig;
 use rustls::server::Acceptor;
-use rustls::sign::SingleCertAndKey;
 use sluice_ca::RunCa;
 use sluice_policies::normalize_host;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -52,8 +53,8 @@ pub(crate) enum HandshakeRefused {
     Timeout,
 }
 
-/// Server configurations per host, each with the host's leaf, ALPN `h2`, `http/1.1`, and
-/// sluice's suite order ([`crate::suites`]).
+/// Server configurations per host, each with the run CA's resolver for the host, ALPN `h2`,
+/// `http/1.1`, and sluice's suite order ([`crate::suites`]).
 /// Kept so that a new tunnel to a known host costs a handshake, not a configuration.
 pub(crate) struct Terminator {
     ca: Arc<RunCa>,
@@ -112,14 +113,17 @@ impl Terminator {
         if let Some(config) = configs.get(host) {
             return Ok(config.clone());
         }
-        let leaf = self.ca.leaf(host).map_err(|e| HandshakeRefused::NoLeaf {
-            host: host.to_owned(),
-            why: e.to_string(),
-        })?;
+        let resolver = self
+            .ca
+            .resolver_for(host)
+            .map_err(|e| HandshakeRefused::NoLeaf {
+                host: host.to_owned(),
+                why: e.to_string(),
+            })?;
         let mut config = ServerConfig::builder_with_provider(crate::suites::provider())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
-            .with_cert_resolver(Arc::new(SingleCertAndKey::from(leaf)));
+            .with_cert_resolver(resolver);
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         // sluice's suite order (AES-128-GCM first, see `suites`), not the client's.
         config.ignore_client_order = true;

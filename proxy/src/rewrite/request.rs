@@ -313,7 +313,7 @@ impl<'a> Outbound<'a> {
         else {
             return Ok(());
         };
-        let refused = sluice_guard::Refusal {
+        let refused = sluice_guard::RefusedMatch {
             secret,
             name: self.guard.name(secret).to_owned(),
             form: Form::Value(Encoding::Raw),

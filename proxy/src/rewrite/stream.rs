@@ -26,7 +26,7 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf as _, Bytes};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body::{Frame, SizeHint};
-use sluice_guard::{Guard, GuardError, Plan, Refusal, Rewriter, Tally};
+use sluice_guard::{Guard, GuardError, Plan, RefusedMatch, Rewriter, Tally};
 use zeroize::Zeroizing;
 
 use crate::body::{Body, BoxError};
@@ -67,7 +67,7 @@ impl fmt::Display for StreamPlace {
 #[error("sluice stopped the body: {refusal}, {place}")]
 pub(crate) struct StreamRefused {
     /// The guard's refusal: the secret's id and name, the form found, the offset.
-    pub refusal: Refusal,
+    pub refusal: RefusedMatch,
     /// Where the match was.
     pub place: StreamPlace,
 }

@@ -1,0 +1,178 @@
+//! From the raw declaration to the compiled one: every rule of the declaration checked,
+//! every error and lint collected with its YAML path and line:column (never only the
+//! first), and, when no error was found, the parts a [`crate::Policy`] is built from.
+//!
+//! This module owns the order of the checks and the hand-off ([`Validated`]); the rules
+//! live beside it, one concern per file: `egress.rs` (the `egress:` lists), `secret.rs`
+//! (each secret's grant, and the lints across secrets) and `source.rs` (where a secret's
+//! value comes from). It must never stop at the first error, read a secret's source (that
+//! happens at launch, in [`crate::Policy::resolve`]) or touch the network.
+//!
+//! Messages produced here name secrets, keys and hosts, never a secret value.
+
+mod egress;
+mod secret;
+mod source;
+
+use std::path::Path;
+
+use ipnet::IpNet;
+use serde_saphyr::Spanned;
+
+use crate::error::{Diagnostic, Problem};
+use crate::host::HostPattern;
+use crate::model::SecretDecl;
+use crate::raw::{RawDeclaration, SpannedList};
+
+pub(crate) use source::header_unfit_byte;
+
+/// A declaration that passed validation, ready to become a [`crate::Policy`].
+pub(crate) struct Validated {
+    pub(crate) secrets: Vec<SecretDecl>,
+    pub(crate) allow: Vec<HostPattern>,
+    pub(crate) verbatim: Vec<HostPattern>,
+    pub(crate) passthrough: Vec<HostPattern>,
+    pub(crate) allow_ips: Vec<IpNet>,
+}
+
+/// Collects diagnostics for one file.
+struct Ctx<'a> {
+    file: &'a str,
+    out: Vec<Diagnostic>,
+}
+
+impl Ctx<'_> {
+    fn at<T>(&mut self, node: &Spanned<T>, path: impl Into<String>, problem: Problem) {
+        self.out.push(Diagnostic {
+            file: self.file.to_owned(),
+            line: node.referenced.line(),
+            column: node.referenced.column(),
+            path: path.into(),
+            problem,
+        });
+    }
+
+    fn at_start(&mut self, path: impl Into<String>, problem: Problem) {
+        self.out.push(Diagnostic {
+            file: self.file.to_owned(),
+            line: 1,
+            column: 1,
+            path: path.into(),
+            problem,
+        });
+    }
+
+    /// Parses every entry of a host list, reporting each bad one.
+    fn hosts(&mut self, list: Option<&SpannedList>, path: &str) -> Vec<(HostPattern, Pos)> {
+        let mut out = Vec::new();
+        for (i, entry) in list
+            .map(|l| l.value.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            match HostPattern::parse(&entry.value) {
+                Ok(p) => out.push((p, Pos::of(entry))),
+                Err(e) => self.at(entry, format!("{path}[{i}]"), Problem::Host(e)),
+            }
+        }
+        out
+    }
+}
+
+/// A position kept after the raw node is gone.
+#[derive(Clone, Copy)]
+struct Pos {
+    line: u64,
+    column: u64,
+}
+
+impl Pos {
+    fn of<T>(node: &Spanned<T>) -> Pos {
+        Pos {
+            line: node.referenced.line(),
+            column: node.referenced.column(),
+        }
+    }
+}
+
+/// Checks `raw` against every rule. Returns the diagnostics (errors and warnings, in file
+/// order) and, when none is an error, the validated parts.
+pub(crate) fn validate(
+    raw: RawDeclaration,
+    file: &str,
+    base_dir: Option<&Path>,
+) -> (Option<Validated>, Vec<Diagnostic>) {
+    let mut cx = Ctx {
+        file,
+        out: Vec::new(),
+    };
+
+    match &raw.version {
+        None if raw.secrets.is_none() && raw.egress.is_none() => cx.at_start("", Problem::Empty),
+        None => cx.at_start("version", Problem::MissingVersion),
+        Some(v) if v.value != 1 => {
+            cx.at(v, "version", Problem::UnsupportedVersion { found: v.value })
+        }
+        Some(_) => {}
+    }
+
+    let egress = egress::egress(&mut cx, raw.egress.as_ref().map(|e| &e.value));
+    let passthrough_patterns: Vec<HostPattern> =
+        egress.passthrough.iter().map(|(p, _)| p.clone()).collect();
+
+    // secrets
+    let mut secrets = Vec::new();
+    let mut secret_hosts: Vec<Vec<(HostPattern, Pos)>> = Vec::new();
+    if let Some(list) = &raw.secrets {
+        for (name, secret) in list.value.0.iter() {
+            let (decl, hosts) =
+                secret::secret_decl(&mut cx, name, secret, &passthrough_patterns, base_dir);
+            secrets.push(decl);
+            secret_hosts.push(hosts);
+        }
+    }
+
+    secret::placeholders(
+        &mut cx,
+        raw.secrets
+            .as_ref()
+            .map(|s| &s.value.0[..])
+            .unwrap_or_default(),
+    );
+    secret::broad_wildcards(
+        &mut cx,
+        &secrets,
+        &secret_hosts,
+        &egress.allow,
+        &egress.verbatim,
+    );
+
+    cx.out.sort_by_key(|d| (d.line, d.column));
+    if cx.out.iter().any(Diagnostic::is_error) {
+        return (None, cx.out);
+    }
+    let secrets = secrets
+        .into_iter()
+        .map(|s| s.expect("no error, so every secret compiled"))
+        .collect();
+    let strip = |v: Vec<(HostPattern, Pos)>| v.into_iter().map(|(p, _)| p).collect();
+    let validated = Validated {
+        secrets,
+        allow: strip(egress.allow),
+        verbatim: strip(egress.verbatim),
+        passthrough: passthrough_patterns,
+        allow_ips: egress.allow_ips,
+    };
+    (Some(validated), cx.out)
+}
+
+fn push_at(cx: &mut Ctx<'_>, pos: Pos, path: String, problem: Problem) {
+    cx.out.push(Diagnostic {
+        file: cx.file.to_owned(),
+        line: pos.line,
+        column: pos.column,
+        path,
+        problem,
+    });
+}
