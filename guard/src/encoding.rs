@@ -37,6 +37,38 @@ pub enum JsonStyle {
     AsciiOnly,
     /// As minimal, plus `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX` (Go's `encoding/json`).
     HtmlSafe,
+    /// As minimal, with control characters in upper-case hex, `\u001F` (Jackson's default).
+    MinimalUpperHex,
+    /// As [`JsonStyle::AsciiOnly`], in upper-case hex, `\u00E9` (Jackson's
+    /// `ESCAPE_NON_ASCII`).
+    AsciiOnlyUpperHex,
+    /// .NET's `System.Text.Json` default: every non-ASCII character and each of
+    /// `" & ' + < > \``` as `\uXXXX` in upper-case hex (`\u002B`, `\u0022`), the rest as
+    /// minimal. Common in base64-shaped keys, whose `+` it escapes.
+    DotNet,
+}
+
+impl JsonStyle {
+    /// Whether `\uXXXX` escapes are written with upper-case hex digits.
+    fn upper_hex(self) -> bool {
+        matches!(
+            self,
+            JsonStyle::MinimalUpperHex | JsonStyle::AsciiOnlyUpperHex | JsonStyle::DotNet
+        )
+    }
+
+    /// Whether the escaper writes `c` as `\uXXXX`, for the escapers that work on
+    /// characters; `None` for those that work on bytes.
+    fn escapes_char(self, c: char) -> Option<bool> {
+        match self {
+            JsonStyle::Minimal | JsonStyle::EscapedSlash | JsonStyle::MinimalUpperHex => None,
+            JsonStyle::AsciiOnly | JsonStyle::AsciiOnlyUpperHex => Some(!c.is_ascii()),
+            JsonStyle::HtmlSafe => Some(matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}')),
+            JsonStyle::DotNet => {
+                Some(!c.is_ascii() || matches!(c, '"' | '&' | '\'' | '+' | '<' | '>' | '`'))
+            }
+        }
+    }
 }
 
 /// Which base64 alphabet.
@@ -130,6 +162,15 @@ impl Encoding {
         },
         Encoding::Json {
             style: JsonStyle::HtmlSafe,
+        },
+        Encoding::Json {
+            style: JsonStyle::MinimalUpperHex,
+        },
+        Encoding::Json {
+            style: JsonStyle::AsciiOnlyUpperHex,
+        },
+        Encoding::Json {
+            style: JsonStyle::DotNet,
         },
         Encoding::Base64 {
             alphabet: Base64Alphabet::Standard,
@@ -280,38 +321,38 @@ fn percent(value: &[u8], style: PercentStyle, lowercase: bool) -> Zeroizing<Vec<
 
 fn json(value: &[u8], style: JsonStyle) -> Option<Zeroizing<Vec<u8>>> {
     let mut out = Zeroizing::new(Vec::with_capacity(value.len() + 8));
+    let digits: &[u8; 16] = if style.upper_hex() {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
     let push_u = |out: &mut Vec<u8>, unit: u32| {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         out.extend_from_slice(b"\\u");
         for shift in [12, 8, 4, 0] {
-            out.push(DIGITS[((unit >> shift) & 0xf) as usize]);
+            out.push(digits[((unit >> shift) & 0xf) as usize]);
         }
     };
-    if style == JsonStyle::AsciiOnly || style == JsonStyle::HtmlSafe {
-        // These escapers work on characters, so the value must be text.
-        let text = std::str::from_utf8(value).ok()?;
-        for c in text.chars() {
-            let escape_char = match style {
-                JsonStyle::AsciiOnly => !c.is_ascii(),
-                _ => matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}'),
-            };
-            if escape_char {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    push_u(&mut out, u32::from(*unit));
-                }
-            } else {
-                let mut bytes = [0u8; 4];
-                json_byte_run(
-                    c.encode_utf8(&mut bytes).as_bytes(),
-                    style,
-                    &mut out,
-                    push_u,
-                );
-            }
-        }
-    } else {
+    if style.escapes_char('a').is_none() {
         json_byte_run(value, style, &mut out, push_u);
+        return Some(out);
+    }
+    // These escapers work on characters, so the value must be text.
+    let text = std::str::from_utf8(value).ok()?;
+    for c in text.chars() {
+        if style.escapes_char(c) == Some(true) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                push_u(&mut out, u32::from(*unit));
+            }
+        } else {
+            let mut bytes = [0u8; 4];
+            json_byte_run(
+                c.encode_utf8(&mut bytes).as_bytes(),
+                style,
+                &mut out,
+                push_u,
+            );
+        }
     }
     Some(out)
 }
@@ -409,6 +450,33 @@ mod tests {
         for (style, want) in cases {
             assert_eq!(enc(v, Encoding::Json { style: *style }), *want, "{style:?}");
         }
+        // Upper-case hex: Jackson (control characters; `ESCAPE_NON_ASCII`) and .NET's
+        // System.Text.Json, which escapes `"`, `+` and the HTML-sensitive characters too.
+        let upper: &[(JsonStyle, &[u8])] = &[
+            (
+                JsonStyle::MinimalUpperHex,
+                "q\\\"\\\\/\\n<é\\u001F".as_bytes(),
+            ),
+            (
+                JsonStyle::AsciiOnlyUpperHex,
+                b"q\\\"\\\\/\\n<\\u00E9\\u001F",
+            ),
+            (JsonStyle::DotNet, b"q\\u0022\\\\/\\n\\u003C\\u00E9\\u001F"),
+        ];
+        let v_upper = "q\"\\/\n<é\u{1f}".as_bytes();
+        for (style, want) in upper {
+            let got = enc(v_upper, Encoding::Json { style: *style });
+            assert_eq!(got, *want, "{style:?}");
+        }
+        assert_eq!(
+            enc(
+                b"k+e/y=",
+                Encoding::Json {
+                    style: JsonStyle::DotNet
+                }
+            ),
+            b"k\\u002Be/y="
+        );
         // Astral characters become surrogate pairs, as Python writes them.
         assert_eq!(
             enc(

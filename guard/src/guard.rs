@@ -190,13 +190,16 @@ impl GuardBuilder {
                 reason: e.to_string(),
             })?;
 
-        // Header and trailer names reach sluice lowercased: values are matched there without
-        // regard to ASCII case (placeholders are no matter in a name: they are not secret).
-        let (name_texts, name_secrets): (Vec<&[u8]>, Vec<SecretId>) = texts
+        // Header and trailer names reach sluice lowercased: values and placeholders are
+        // matched there without regard to ASCII case. A value must never pass in a name; a
+        // placeholder in one can never be swapped, and a request must be refused for it.
+        let (name_texts, name_secrets): (Vec<&[u8]>, Vec<(SecretId, bool)>) = texts
             .iter()
             .zip(&infos)
-            .filter(|(_, info)| info.form != Form::Placeholder)
-            .map(|(text, info)| (text.as_slice(), info.secret))
+            .map(|(text, info)| {
+                let is_placeholder = info.form == Form::Placeholder;
+                (text.as_slice(), (info.secret, is_placeholder))
+            })
             .unzip();
         // Standard semantics, so that every value a name holds can be reported
         // (`values_in_name`), overlapping ones included.
@@ -339,10 +342,10 @@ pub(crate) struct PatternInfo {
 pub struct Guard {
     secrets: Vec<Secret>,
     matcher: AhoCorasick,
-    /// Every value form (no placeholder), matched without regard to ASCII case: for names.
+    /// Every value form and placeholder, matched without regard to ASCII case: for names.
     names: AhoCorasick,
-    /// The secret of each of `names`' patterns.
-    name_secrets: Vec<SecretId>,
+    /// The secret of each of `names`' patterns, and whether the pattern is its placeholder.
+    name_secrets: Vec<(SecretId, bool)>,
     /// The length of the shortest of `names`' patterns: a shorter name holds none of them.
     shortest_name_pattern: usize,
     patterns: Vec<PatternInfo>,
@@ -500,14 +503,39 @@ impl Guard {
     /// # Ok::<(), sluice_guard::GuardError>(())
     /// ```
     pub fn values_in_name(&self, name: &[u8]) -> Vec<SecretId> {
+        self.in_name(name, false)
+    }
+
+    /// Every secret whose placeholder a header or trailer *name* holds, ignoring ASCII case,
+    /// each secret once. A name arrives lowercased, so the exact scan never sees a default
+    /// placeholder (`SLUICE_…`) in one; and a name is no place a placeholder is swapped, so
+    /// a request carrying one is refused rather than sent on with the placeholder.
+    ///
+    /// ```
+    /// use sluice_guard::{Guard, Placeholder, SecretValue};
+    /// let mut builder = Guard::builder();
+    /// let placeholder = Placeholder::mint("tok", &[3; 12]);
+    /// let name = format!("x-{}", placeholder.as_str().to_ascii_lowercase());
+    /// let tok = builder.add("tok", placeholder, SecretValue::from("tok-value-1234"))?;
+    /// let guard = builder.build()?;
+    /// assert_eq!(guard.placeholders_in_name(name.as_bytes()), [tok]);
+    /// assert!(guard.values_in_name(name.as_bytes()).is_empty());
+    /// # Ok::<(), sluice_guard::GuardError>(())
+    /// ```
+    pub fn placeholders_in_name(&self, name: &[u8]) -> Vec<SecretId> {
+        self.in_name(name, true)
+    }
+
+    /// The secrets whose values (or, with `placeholders`, placeholders) `name` holds.
+    fn in_name(&self, name: &[u8], placeholders: bool) -> Vec<SecretId> {
         let mut found = Vec::new();
-        // Most names are shorter than any value form: no search needed.
+        // Most names are shorter than any pattern: no search needed.
         if name.len() < self.shortest_name_pattern {
             return found;
         }
         for m in self.names.find_overlapping_iter(name) {
-            let secret = self.name_secrets[m.pattern().as_usize()];
-            if !found.contains(&secret) {
+            let (secret, is_placeholder) = self.name_secrets[m.pattern().as_usize()];
+            if is_placeholder == placeholders && !found.contains(&secret) {
                 found.push(secret);
             }
         }
@@ -783,6 +811,26 @@ mod tests {
     }
 
     #[test]
+    fn a_value_json_escaped_in_upper_case_hex_is_redacted_and_refused() {
+        // A base64-shaped key, as Jackson (`ESCAPE_NON_ASCII`) and .NET's System.Text.Json
+        // write it: `+` as `\u002B`, `é` as `\u00E9`.
+        let g = guard(&[("k", "AbC+dEf/gHé==")]).unwrap();
+        for escaped in [
+            r#"{"key":"AbC\u002BdEf/gH\u00E9=="}"#,
+            r#"{"key":"AbC+dEf/gH\u00E9=="}"#,
+        ] {
+            let redacted = g.redact(escaped.as_bytes());
+            assert_eq!(redacted.tally().total().redacted, 1, "{escaped}");
+            assert!(
+                !String::from_utf8_lossy(redacted.bytes()).contains("dEf"),
+                "{escaped}"
+            );
+            let refused = g.rewrite(escaped.as_bytes(), &crate::Plan::refuse_all(&g));
+            assert!(matches!(refused, Err(GuardError::Refused(_))), "{escaped}");
+        }
+    }
+
+    #[test]
     fn value_in_name_skips_only_names_too_short_to_hold_a_value() {
         let g = guard(&[("k", "12345678"), ("l", "Longer-Value-0123")]).unwrap();
         let name = b"x-12345678-longer-value-0123-MTIzNDU2Nzg-trailing";
@@ -791,8 +839,10 @@ mod tests {
                 let part = &name[start..end];
                 let searched = g
                     .names
-                    .find(part)
-                    .map(|m| g.name_secrets[m.pattern().as_usize()]);
+                    .find_overlapping_iter(part)
+                    .map(|m| g.name_secrets[m.pattern().as_usize()])
+                    .find(|&(_, is_placeholder)| !is_placeholder)
+                    .map(|(secret, _)| secret);
                 assert_eq!(g.value_in_name(part), searched, "{part:?}");
             }
         }

@@ -297,26 +297,36 @@ impl<'a> Outbound<'a> {
         Ok(())
     }
 
-    /// A header name arrives lowercased, so a value spelled into it escapes the exact scan:
-    /// matched again without regard to case, and refused where the value may not go. Every
-    /// value the name holds is weighed: one that may go to this host does not let another
-    /// through beside it.
+    /// A header name arrives lowercased, so a value or a placeholder spelled into it escapes
+    /// the exact scan: both are matched again without regard to case. A value is refused
+    /// where it may not go; every value the name holds is weighed, so one that may go to this
+    /// host does not let another through beside it. A placeholder is refused wherever it is
+    /// not kept (a name is no place it can be swapped into).
     fn check_name_case_folded(&self, name: &HeaderName) -> Result<(), Refusal> {
-        let found = self.guard.values_in_name(name.as_str().as_bytes());
-        if found.is_empty() {
+        let name = name.as_str().as_bytes();
+        let values = self.guard.values_in_name(name);
+        let placeholders = self.guard.placeholders_in_name(name);
+        if values.is_empty() && placeholders.is_empty() {
             return Ok(());
         }
         let plan = self.plan(&Place::HeaderName);
-        let Some(secret) = found
+        let refused_value = values
             .into_iter()
             .find(|&secret| plan.on_value(secret) != OnValue::Keep)
-        else {
+            .map(|secret| (secret, Form::Value(Encoding::Raw)));
+        let refused_placeholder = || {
+            placeholders
+                .into_iter()
+                .find(|&secret| plan.on_placeholder(secret) != OnPlaceholder::Keep)
+                .map(|secret| (secret, Form::Placeholder))
+        };
+        let Some((secret, form)) = refused_value.or_else(refused_placeholder) else {
             return Ok(());
         };
         let refused = sluice_guard::RefusedMatch {
             secret,
             name: self.guard.name(secret).to_owned(),
-            form: Form::Value(Encoding::Raw),
+            form,
             offset: 0,
         };
         Err(self.refusal(GuardError::Refused(refused), &Place::HeaderName))
@@ -502,6 +512,59 @@ secrets:
             .unwrap()
             .into_parts();
         assert!(outbound.rewrite_head(&mut parts).is_ok());
+    }
+
+    #[test]
+    fn a_placeholder_in_a_header_name_is_refused_whatever_its_letter_case() {
+        let yaml = r#"
+version: 1
+secrets:
+  tok:
+    value: "Tok-Value-0001"
+    hosts: ["api.test", "model.test"]
+egress:
+  verbatim: ["model.test"]
+"#;
+        let policy = Policy::parse(yaml, "name.yaml").unwrap().policy;
+        let placeholders = policy.mint_placeholders();
+        let guard = policy.build_guard(&placeholders).unwrap();
+        let tok = guard.id("tok").unwrap();
+        let placeholder = guard.placeholder(tok).as_str().to_owned();
+        let api = Target {
+            host: "api.test".into(),
+            port: 443,
+        };
+        // Toward a host the secret grants, `X-SLUICE_TOK_…: 1` arrives lowercased (hyper's
+        // header names always are) and is refused: a name is no place to swap into.
+        let lower = format!("x-{}", placeholder.to_ascii_lowercase());
+        let (mut parts, ()) = http::Request::get("https://api.test/")
+            .header(format!("X-{placeholder}").as_str(), "1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        assert!(parts.headers.contains_key(lower.as_str()));
+        let refusal = Outbound::new(&guard, &policy, &api)
+            .rewrite_head(&mut parts)
+            .unwrap_err();
+        assert_eq!(refusal.code, "placeholder-not-granted");
+        assert_eq!(refusal.secret.as_deref(), Some("tok"));
+        assert_eq!(refusal.location.as_deref(), Some("header-name"));
+        assert!(refusal.message.contains("tok"), "{}", refusal.message);
+        // An egress.verbatim host keeps placeholders where they are, names included.
+        let model = Target {
+            host: "model.test".into(),
+            port: 443,
+        };
+        let (mut parts, ()) = http::Request::get("https://model.test/")
+            .header(lower.as_str(), "1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        assert!(
+            Outbound::new(&guard, &policy, &model)
+                .rewrite_head(&mut parts)
+                .is_ok()
+        );
     }
 
     #[test]
