@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod launch;
+pub mod listen;
 pub mod pki;
 pub mod proxy;
 pub mod served;

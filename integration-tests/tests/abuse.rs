@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use sluice_integration_tests::client::{self, ProxyAt};
+use sluice_integration_tests::listen::{TlsListener, serve_by_alpn};
 use sluice_integration_tests::{RecordingUpstream, TestPki, TestProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -396,51 +397,42 @@ type Script = fn(usize) -> Vec<(Duration, Vec<u8>)>;
 impl RawUpstream {
     async fn start(pki: &TestPki, script: Script) -> Self {
         use std::sync::atomic::Ordering;
-        let acceptor =
-            tokio_rustls::TlsAcceptor::from(pki.server_config(&["api.test"], &[b"http/1.1"]));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
         let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let closed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (task_heads, task_closed) = (heads.clone(), closed.clone());
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let acceptor = acceptor.clone();
-                let heads = task_heads.clone();
-                let closed = task_closed.clone();
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let mut buffer = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        while let Some(end) = find(&buffer, b"\r\n\r\n") {
-                            let head: Vec<u8> = buffer.drain(..end + 4).collect();
-                            let number = {
-                                let mut heads = heads.lock().expect("heads");
-                                heads.push(String::from_utf8_lossy(&head).into_owned());
-                                heads.len() - 1
-                            };
-                            for (pause, bytes) in script(number) {
-                                tokio::time::sleep(pause).await;
-                                if tls.write_all(&bytes).await.is_err() {
-                                    break;
-                                }
+        let config = pki.server_config(&["api.test"], &[b"http/1.1"]);
+        let listener = TlsListener::start(config, move |mut tls, _| {
+            let heads = task_heads.clone();
+            let closed = task_closed.clone();
+            async move {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = find(&buffer, b"\r\n\r\n") {
+                        let head: Vec<u8> = buffer.drain(..end + 4).collect();
+                        let number = {
+                            let mut heads = heads.lock().expect("heads");
+                            heads.push(String::from_utf8_lossy(&head).into_owned());
+                            heads.len() - 1
+                        };
+                        for (pause, bytes) in script(number) {
+                            tokio::time::sleep(pause).await;
+                            if tls.write_all(&bytes).await.is_err() {
+                                break;
                             }
-                            let _ = tls.flush().await;
                         }
-                        match tls.read(&mut chunk).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                        }
+                        let _ = tls.flush().await;
                     }
-                    closed.fetch_add(1, Ordering::SeqCst);
-                });
+                    match tls.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                closed.fetch_add(1, Ordering::SeqCst);
             }
-        });
+        })
+        .await;
+        let port = listener.addr().port();
         Self {
             port,
             heads,
@@ -1534,12 +1526,6 @@ async fn endless_upstream(
             std::task::Poll::Ready(Some(Ok(http_body::Frame::data(chunk))))
         }
     }
-    let acceptor =
-        tokio_rustls::TlsAcceptor::from(pki.server_config(&["api.test"], &[b"http/1.1"]));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let produced = std::sync::Arc::new(AtomicU64::new(0));
     let task_produced = produced.clone();
     // 64 KiB of text with the value in it, so that the redacting path does real work.
@@ -1550,29 +1536,22 @@ async fn endless_upstream(
         pattern.push(b'\n');
     }
     let chunk = Bytes::from(pattern);
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            let produced = task_produced.clone();
-            let chunk = chunk.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |_request| {
-                    let body = Producer {
-                        left: total,
-                        produced: produced.clone(),
-                        chunk: chunk.clone(),
-                    };
-                    async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    let config = pki.server_config(&["api.test"], &[b"http/1.1"]);
+    let listener = TlsListener::start(config, move |tls, _| {
+        let produced = task_produced.clone();
+        let chunk = chunk.clone();
+        let service = hyper::service::service_fn(move |_request| {
+            let body = Producer {
+                left: total,
+                produced: produced.clone(),
+                chunk: chunk.clone(),
+            };
+            async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
+        });
+        serve_by_alpn(tls, service)
+    })
+    .await;
+    let port = listener.addr().port();
     (port, produced)
 }
 
