@@ -8,7 +8,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use sluice_integration_tests::client::{self, ProxyAt};
+use sluice_integration_tests::h2frame as frame;
+use sluice_integration_tests::h2wire::H2Wire;
 use sluice_integration_tests::listen::{TlsListener, serve_by_alpn};
+use sluice_integration_tests::raw::status_of;
+use sluice_integration_tests::raw_upstream::{RawUpstream, Script, now, ok};
 use sluice_integration_tests::{RecordingUpstream, TestPki, TestProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -39,38 +43,10 @@ fn placeholder(proxy: &TestProxy) -> String {
         .to_owned()
 }
 
-type TlsStream = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
-
 /// Opens an HTTP/1.1 tunnel to `host:port`, writes `raw` and reads until the proxy closes
 /// the connection (every case asks for `Connection: close` or is refused).
 async fn raw_exchange(proxy: &TestProxy, host: &str, port: u16, raw: &[u8]) -> String {
-    raw_exchange_at(&proxy.at(), host, port, raw).await
-}
-
-async fn raw_exchange_at(proxy: &ProxyAt, host: &str, port: u16, raw: &[u8]) -> String {
-    let mut tls = proxy
-        .tunnel_to(host, port, &[b"http/1.1"])
-        .await
-        .expect("tunnel");
-    tls.write_all(raw).await.expect("write request");
-    let mut answer = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(20), tls.read_to_end(&mut answer)).await;
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    assert!(
-        read.is_ok(),
-        "the proxy held the connection open after {:?}, having sent {answer:?}",
-        String::from_utf8_lossy(raw)
-    );
-    answer
-}
-
-/// The status code of the first response in `answer`, or 0 when there is none.
-fn status_of(answer: &str) -> u16 {
-    answer
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|rest| rest.get(..3))
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0)
+    sluice_integration_tests::raw::exchange(&proxy.at(), host, port, raw).await
 }
 
 /// A plain request on a fresh tunnel: the proxy still serves.
@@ -379,99 +355,6 @@ async fn odd_http1_framing_inside_a_tunnel_is_refused_or_normalised() {
 }
 
 // Upstream misbehaviour: a raw TLS upstream answering out of turn.
-
-/// A TLS upstream on 127.0.0.1 that answers each request head with bytes the test wrote,
-/// framing mistakes and all: what hyper would never send.
-struct RawUpstream {
-    port: u16,
-    /// Every request head received, in order, across connections.
-    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    /// Connections the proxy has closed.
-    closed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// The answer to request number N (counted from 0 across connections): pieces written in
-/// order, each after its pause (a pause lets the connection go idle in the proxy's pool).
-type Script = fn(usize) -> Vec<(Duration, Vec<u8>)>;
-
-impl RawUpstream {
-    async fn start(pki: &TestPki, script: Script) -> Self {
-        use std::sync::atomic::Ordering;
-        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let closed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (task_heads, task_closed) = (heads.clone(), closed.clone());
-        let config = pki.server_config(&["api.test"], &[b"http/1.1"]);
-        let listener = TlsListener::start(config, move |mut tls, _| {
-            let heads = task_heads.clone();
-            let closed = task_closed.clone();
-            async move {
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while let Some(end) = find(&buffer, b"\r\n\r\n") {
-                        let head: Vec<u8> = buffer.drain(..end + 4).collect();
-                        let number = {
-                            let mut heads = heads.lock().expect("heads");
-                            heads.push(String::from_utf8_lossy(&head).into_owned());
-                            heads.len() - 1
-                        };
-                        for (pause, bytes) in script(number) {
-                            tokio::time::sleep(pause).await;
-                            if tls.write_all(&bytes).await.is_err() {
-                                break;
-                            }
-                        }
-                        let _ = tls.flush().await;
-                    }
-                    match tls.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                closed.fetch_add(1, Ordering::SeqCst);
-            }
-        })
-        .await;
-        let port = listener.addr().port();
-        Self {
-            port,
-            heads,
-            closed,
-        }
-    }
-
-    fn heads(&self) -> Vec<String> {
-        self.heads.lock().expect("heads").clone()
-    }
-
-    /// Waits until the proxy has closed `n` connections (it must notice a response that
-    /// answers no request, and drop the connection rather than pair it with the next one).
-    async fn wait_closed(&self, n: usize, what: &str) {
-        for _ in 0..200 {
-            if self.closed.load(std::sync::atomic::Ordering::SeqCst) >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{what}: the proxy kept a connection that had sent an unasked-for response");
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn now(bytes: impl Into<Vec<u8>>) -> Vec<(Duration, Vec<u8>)> {
-    vec![(Duration::ZERO, bytes.into())]
-}
-
-fn ok(body: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
 
 /// A request on a fresh tunnel to the raw upstream; the whole raw answer.
 async fn get_raw(proxy: &TestProxy, upstream: &RawUpstream, path: &str) -> String {
@@ -841,205 +724,6 @@ impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// HTTP/2 frame types and flags (RFC 9113 §6).
-mod frame {
-    pub(super) const DATA: u8 = 0x0;
-    pub(super) const HEADERS: u8 = 0x1;
-    pub(super) const RST_STREAM: u8 = 0x3;
-    pub(super) const SETTINGS: u8 = 0x4;
-    pub(super) const PING: u8 = 0x6;
-    pub(super) const GOAWAY: u8 = 0x7;
-    pub(super) const CONTINUATION: u8 = 0x9;
-    pub(super) const END_STREAM: u8 = 0x1;
-    pub(super) const ACK: u8 = 0x1;
-    pub(super) const END_HEADERS: u8 = 0x4;
-
-    /// One frame: 9-byte header, then the payload.
-    pub(super) fn encode(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let len = payload.len() as u32;
-        let mut out = Vec::with_capacity(9 + payload.len());
-        out.extend_from_slice(&len.to_be_bytes()[1..]);
-        out.push(kind);
-        out.push(flags);
-        out.extend_from_slice(&stream.to_be_bytes());
-        out.extend_from_slice(payload);
-        out
-    }
-}
-
-/// What the proxy sent back on a raw HTTP/2 connection.
-#[derive(Debug, Default)]
-struct Seen {
-    /// `:status` per stream.
-    statuses: Vec<(u32, u16)>,
-    /// RST_STREAM error codes per stream.
-    resets: Vec<(u32, u32)>,
-    /// The GOAWAY error code, if one came.
-    goaway: Option<u32>,
-    /// PING acknowledgements.
-    pongs: usize,
-    /// Every DATA payload, concatenated (to look for values).
-    data: Vec<u8>,
-    /// The connection ended.
-    closed: bool,
-}
-
-impl Seen {
-    fn status(&self, stream: u32) -> Option<u16> {
-        self.statuses
-            .iter()
-            .find(|(s, _)| *s == stream)
-            .map(|(_, code)| *code)
-    }
-
-    fn was_reset(&self, stream: u32) -> bool {
-        self.resets.iter().any(|(s, _)| *s == stream)
-    }
-}
-
-/// A raw HTTP/2 connection through the proxy: frames written by hand (HPACK blocks by
-/// loona-hpack, which encodes whatever it is given, malformed names included), frames read
-/// by a task into [`Seen`].
-struct H2Wire {
-    write: tokio::io::WriteHalf<TlsStream>,
-    seen: std::sync::Arc<std::sync::Mutex<Seen>>,
-    encoder: loona_hpack::Encoder<'static>,
-    authority: String,
-}
-
-impl H2Wire {
-    async fn open(proxy: &ProxyAt, port: u16) -> Self {
-        let tls = proxy
-            .tunnel_to("api.test", port, &[b"h2"])
-            .await
-            .expect("tunnel");
-        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-        let (mut read, mut write) = tokio::io::split(tls);
-        write
-            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-            .await
-            .expect("preface");
-        write
-            .write_all(&frame::encode(frame::SETTINGS, 0, 0, &[]))
-            .await
-            .expect("settings");
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Seen::default()));
-        let task_seen = seen.clone();
-        tokio::spawn(async move {
-            let mut decoder = loona_hpack::Decoder::new();
-            loop {
-                let mut head = [0u8; 9];
-                if read.read_exact(&mut head).await.is_err() {
-                    break;
-                }
-                let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-                let (kind, flags) = (head[3], head[4]);
-                let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-                let mut payload = vec![0u8; len];
-                if read.read_exact(&mut payload).await.is_err() {
-                    break;
-                }
-                let mut seen = task_seen.lock().expect("seen");
-                match kind {
-                    frame::HEADERS => {
-                        // The proxy sends neither padding nor priority; one frame per block.
-                        let status = decoder.decode(&payload).ok().and_then(|fields| {
-                            fields
-                                .iter()
-                                .find(|(name, _)| name == b":status")
-                                .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse().ok())
-                        });
-                        if let Some(status) = status {
-                            seen.statuses.push((stream, status));
-                        }
-                    }
-                    frame::DATA => seen.data.extend_from_slice(&payload),
-                    frame::RST_STREAM if payload.len() == 4 => {
-                        let code =
-                            u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-                        seen.resets.push((stream, code));
-                    }
-                    frame::GOAWAY if payload.len() >= 8 => {
-                        seen.goaway = Some(u32::from_be_bytes([
-                            payload[4], payload[5], payload[6], payload[7],
-                        ]));
-                    }
-                    frame::PING if flags & frame::ACK != 0 => seen.pongs += 1,
-                    _ => {}
-                }
-            }
-            task_seen.lock().expect("seen").closed = true;
-        });
-        Self {
-            write,
-            seen,
-            encoder: loona_hpack::Encoder::new(),
-            authority: format!("api.test:{port}"),
-        }
-    }
-
-    /// The usual request pseudo-headers for `path`, then `extra`.
-    fn request_fields(&self, path: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-        let mut fields = vec![
-            (":method".to_owned(), "GET".to_owned()),
-            (":scheme".to_owned(), "https".to_owned()),
-            (":path".to_owned(), path.to_owned()),
-            (":authority".to_owned(), self.authority.clone()),
-        ];
-        fields.extend(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())));
-        fields
-    }
-
-    fn block(&mut self, fields: &[(String, String)]) -> Vec<u8> {
-        self.encoder
-            .encode(fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
-    }
-
-    /// Writes bytes; the proxy may already have closed (that is an outcome, not a failure).
-    async fn send(&mut self, bytes: &[u8]) {
-        let _ = self.write.write_all(bytes).await;
-        let _ = self.write.flush().await;
-    }
-
-    /// A complete header block on `stream`, ending the stream unless `body` follows.
-    async fn request(&mut self, stream: u32, fields: &[(String, String)], body: Option<&[u8]>) {
-        let block = self.block(fields);
-        let flags = frame::END_HEADERS | if body.is_none() { frame::END_STREAM } else { 0 };
-        let mut bytes = frame::encode(frame::HEADERS, flags, stream, &block);
-        if let Some(body) = body {
-            bytes.extend(frame::encode(frame::DATA, frame::END_STREAM, stream, body));
-        }
-        self.send(&bytes).await;
-    }
-
-    /// Waits until `done` holds for what was seen, or the connection ended, or 20 s passed.
-    async fn wait_for(&self, done: impl Fn(&Seen) -> bool) {
-        for _ in 0..400 {
-            {
-                let seen = self.seen.lock().expect("seen");
-                if seen.closed || done(&seen) {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Sends a plain GET on `stream` and returns its status, or `None` if the connection
-    /// ended (or the stream was reset) first.
-    async fn probe(&mut self, stream: u32) -> Option<u16> {
-        let fields = self.request_fields("/probe", &[]);
-        self.request(stream, &fields, None).await;
-        self.wait_for(|seen| seen.status(stream).is_some() || seen.was_reset(stream))
-            .await;
-        self.seen.lock().expect("seen").status(stream)
-    }
-
-    fn seen<T>(&self, look: impl FnOnce(&Seen) -> T) -> T {
-        look(&self.seen.lock().expect("seen"))
     }
 }
 
