@@ -25,6 +25,7 @@ use clap::{Args, Parser, Subcommand};
 mod child;
 mod error;
 mod harness;
+mod listen;
 mod load;
 mod pki;
 mod report;

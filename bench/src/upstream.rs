@@ -21,11 +21,11 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::error::BenchError;
+use crate::listen::accept_tls;
 use crate::pki;
 
 /// The environment variable that carries the stand-in secret value to the upstream and to
@@ -82,7 +82,14 @@ pub(crate) fn run(args: &UpstreamArgs) -> Result<(), BenchError> {
         let addr = listener
             .local_addr()
             .map_err(|e| BenchError::peer("upstream", e))?;
-        tokio::spawn(accept(listener, TlsAcceptor::from(config), state));
+        tokio::spawn(accept_tls(listener, TlsAcceptor::from(config), move |_| {
+            state.handshakes.fetch_add(1, Ordering::Relaxed);
+            let state = state.clone();
+            service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(answer(&request, &state)) }
+            })
+        }));
         crate::child::announce_ready(addr)?;
         crate::child::stdin_closed().await;
         Ok(())
@@ -102,55 +109,6 @@ pub(crate) fn large_block(value: &[u8]) -> Bytes {
     let mut block: Vec<u8> = line.iter().copied().cycle().take(BLOCK).collect();
     block[VALUE_OFFSET..VALUE_OFFSET + value.len()].copy_from_slice(value);
     Bytes::from(block)
-}
-
-async fn accept(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) {
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let state = state.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            state.handshakes.fetch_add(1, Ordering::Relaxed);
-            let service = service_fn(move |request| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&request, &state)) }
-            });
-            serve_by_alpn(tls, service).await;
-        });
-    }
-}
-
-/// Serves one TLS connection with `service` over what ALPN chose: HTTP/2 for `h2`,
-/// HTTP/1.1 otherwise. Ends when the connection does; its errors are the client's doing.
-pub(crate) async fn serve_by_alpn<S, B>(
-    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
-    service: S,
-) where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    let io = TokioIo::new(tls);
-    if is_h2 {
-        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .serve_connection(io, service)
-            .await;
-    } else {
-        let _ = hyper::server::conn::http1::Builder::new()
-            .serve_connection(io, service)
-            .await;
-    }
 }
 
 type Reply = BoxBody<Bytes, Infallible>;

@@ -1,14 +1,21 @@
 //! Shared parts for sluice's end-to-end tests: a test PKI for upstreams, a recording TLS
-//! upstream (hyper + rustls, HTTP/1.1 and HTTP/2) on 127.0.0.1, a proxy started from a
-//! declaration, and clients that go through it (curl, and a Rust client over CONNECT).
+//! upstream (hyper + rustls, HTTP/1.1 and HTTP/2) on 127.0.0.1 and the one accept loop every
+//! test upstream runs on, a proxy started from a declaration, and clients that go through it
+//! (curl, and a Rust client over CONNECT). For the abuse tests, what no well-behaved peer
+//! would send: raw HTTP/1.1 through a tunnel and from an upstream, and raw HTTP/2 frames.
 //!
 //! Loopback only: every address here is 127.0.0.1.
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod h2frame;
+pub mod h2wire;
 pub mod launch;
+pub mod listen;
 pub mod pki;
 pub mod proxy;
+pub mod raw;
+pub mod raw_upstream;
 pub mod served;
 pub mod upstream;
 

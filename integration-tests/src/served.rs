@@ -6,7 +6,6 @@
 //! The function runs on a blocking thread, so it may run a CGI program or read files.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -14,10 +13,8 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
+use crate::listen::{TlsListener, serve_by_alpn};
 use crate::pki::TestPki;
 use crate::upstream::Recorded;
 
@@ -26,7 +23,7 @@ pub type Handler = dyn Fn(&Recorded) -> Response<Bytes> + Send + Sync + 'static;
 
 /// The running upstream.
 pub struct ServedUpstream {
-    addr: SocketAddr,
+    listener: TlsListener,
     records: Arc<Mutex<Vec<Recorded>>>,
 }
 
@@ -38,51 +35,26 @@ impl ServedUpstream {
         F: Fn(&Recorded) -> Response<Bytes> + Send + Sync + 'static,
     {
         let config = pki.server_config(names, &[b"h2", b"http/1.1"]);
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind upstream");
-        let addr = listener.local_addr().expect("upstream addr");
         let records = Arc::new(Mutex::new(Vec::new()));
         let handler: Arc<Handler> = Arc::new(handler);
-        let acceptor = TlsAcceptor::from(config);
         let task_records = records.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    return;
-                };
-                let acceptor = acceptor.clone();
-                let records = task_records.clone();
+        let listener = TlsListener::start(config, move |tls, _| {
+            let records = task_records.clone();
+            let handler = handler.clone();
+            let service = service_fn(move |req| {
+                let records = records.clone();
                 let handler = handler.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let service = service_fn(move |req| {
-                        let records = records.clone();
-                        let handler = handler.clone();
-                        async move { Ok::<_, Infallible>(answer(req, records, handler).await) }
-                    });
-                    let io = TokioIo::new(tls);
-                    if is_h2 {
-                        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                            .serve_connection(io, service)
-                            .await;
-                    } else {
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(io, service)
-                            .await;
-                    }
-                });
-            }
-        });
-        Self { addr, records }
+                async move { Ok::<_, Infallible>(answer(req, records, handler).await) }
+            });
+            serve_by_alpn(tls, service)
+        })
+        .await;
+        Self { listener, records }
     }
 
     /// Its port.
     pub fn port(&self) -> u16 {
-        self.addr.port()
+        self.listener.addr().port()
     }
 
     /// Everything received so far.

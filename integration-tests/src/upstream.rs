@@ -21,11 +21,10 @@ use http::{HeaderMap, Method, Request, Response, Uri, Version};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use std::io::Write;
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
+use crate::listen::{TlsListener, serve_by_alpn};
 use crate::pki::TestPki;
 
 /// One request as the upstream received it.
@@ -45,9 +44,8 @@ pub struct Recorded {
 
 /// The running upstream.
 pub struct RecordingUpstream {
-    addr: SocketAddr,
+    listener: TlsListener,
     records: Arc<Mutex<Vec<Recorded>>>,
-    connections: Arc<AtomicUsize>,
     handshakes: Arc<AtomicUsize>,
 }
 
@@ -59,68 +57,34 @@ impl RecordingUpstream {
 
     /// Starts an upstream with a server configuration of the test's making.
     pub async fn start_with_config(config: Arc<rustls::ServerConfig>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind upstream");
-        let addr = listener.local_addr().expect("upstream addr");
         let records = Arc::new(Mutex::new(Vec::new()));
-        let connections = Arc::new(AtomicUsize::new(0));
         let handshakes = Arc::new(AtomicUsize::new(0));
-        let acceptor = TlsAcceptor::from(config);
-        {
-            let records = records.clone();
-            let connections = connections.clone();
-            let handshakes = handshakes.clone();
-            tokio::spawn(async move {
-                loop {
-                    let Ok((tcp, _)) = listener.accept().await else {
-                        return;
-                    };
-                    let conn_no = connections.fetch_add(1, Ordering::SeqCst) + 1;
-                    let acceptor = acceptor.clone();
-                    let records = records.clone();
-                    let handshakes = handshakes.clone();
-                    tokio::spawn(async move {
-                        let Ok(tls) = acceptor.accept(tcp).await else {
-                            return;
-                        };
-                        handshakes.fetch_add(1, Ordering::SeqCst);
-                        let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                        let service = service_fn(move |req| {
-                            let records = records.clone();
-                            async move { Ok::<_, Infallible>(answer(req, records, conn_no).await) }
-                        });
-                        let io = TokioIo::new(tls);
-                        if is_h2 {
-                            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                                .serve_connection(io, service)
-                                .await;
-                        } else {
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(io, service)
-                                .with_upgrades()
-                                .await;
-                        }
-                    });
-                }
+        let (task_records, task_handshakes) = (records.clone(), handshakes.clone());
+        let listener = TlsListener::start(config, move |tls, conn_no| {
+            task_handshakes.fetch_add(1, Ordering::SeqCst);
+            let records = task_records.clone();
+            let service = service_fn(move |req| {
+                let records = records.clone();
+                async move { Ok::<_, Infallible>(answer(req, records, conn_no).await) }
             });
-        }
+            serve_by_alpn(tls, service)
+        })
+        .await;
         Self {
-            addr,
+            listener,
             records,
-            connections,
             handshakes,
         }
     }
 
     /// Where it listens.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.listener.addr()
     }
 
     /// Its port.
     pub fn port(&self) -> u16 {
-        self.addr.port()
+        self.addr().port()
     }
 
     /// Everything received so far.
@@ -130,7 +94,7 @@ impl RecordingUpstream {
 
     /// TCP connections accepted so far (completed handshakes or not).
     pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
+        self.listener.accepted()
     }
 
     /// TLS handshakes completed so far.

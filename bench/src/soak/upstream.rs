@@ -27,6 +27,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::body::{self, SoakBody, StreamScan};
 use crate::error::BenchError;
+use crate::listen::accept_tls;
 use crate::pki;
 
 /// The host the secret is granted to.
@@ -116,10 +117,18 @@ pub(crate) async fn start(ca_path: &Path, value: &str) -> Result<Upstreams, Benc
         value: value.as_bytes().to_vec(),
         record: upstreams.record.clone(),
     });
-    tokio::spawn(accept_good(
+    tokio::spawn(accept_tls(
         good_listener,
         TlsAcceptor::from(good_config),
-        state,
+        move |tls| {
+            let sni: Arc<str> = tls.get_ref().1.server_name().unwrap_or("").into();
+            let state = state.clone();
+            service_fn(move |request| {
+                let state = state.clone();
+                let sni = sni.clone();
+                async move { Ok::<_, Infallible>(serve(request, &sni, &state).await) }
+            })
+        },
     ));
     tokio::spawn(accept_bad(
         bad_listener,
@@ -154,32 +163,6 @@ async fn accept_bad(listener: TcpListener, acceptor: TlsAcceptor, record: Arc<Re
             if let Ok(Ok(_tls)) = handshake.await {
                 record.bad_tls_handshakes.fetch_add(1, Ordering::Relaxed);
             }
-        });
-    }
-}
-
-async fn accept_good(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) {
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let state = state.clone();
-        tokio::spawn(async move {
-            let Ok(Ok(tls)) =
-                tokio::time::timeout(Duration::from_secs(30), acceptor.accept(tcp)).await
-            else {
-                return;
-            };
-            let sni: Arc<str> = tls.get_ref().1.server_name().unwrap_or("").into();
-            let service = service_fn(move |request| {
-                let state = state.clone();
-                let sni = sni.clone();
-                async move { Ok::<_, Infallible>(serve(request, &sni, &state).await) }
-            });
-            crate::upstream::serve_by_alpn(tls, service).await;
         });
     }
 }
