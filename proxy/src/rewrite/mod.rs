@@ -4,6 +4,7 @@
 //! Matching is the guard's, grants are the declaration's; this module only applies them.
 
 pub mod codec;
+pub mod grpc;
 pub mod request;
 pub mod response;
 pub mod stream;
