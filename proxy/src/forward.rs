@@ -22,6 +22,7 @@ use crate::headers;
 use crate::listen::ConnSlot;
 use crate::refusal::Refusal;
 use crate::rewrite::codec::{self, Decoder, Encoder};
+use crate::rewrite::grpc;
 use crate::rewrite::request::{Outbound, Place, PlanCache, check_authority};
 use crate::rewrite::response;
 use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
@@ -311,7 +312,9 @@ async fn outbound_body(
     // Longer ones stream, unless a swap may change their length (then `413`).
     let has_length = declared.is_some();
     let fits = declared.is_some_and(|n| n <= limit as u64);
-    if buffering == Buffering::Always || (may_change && has_length) || fits {
+    // gRPC messages are rewritten one by one as they stream, never as one body.
+    let grpc = grpc::is_grpc(&parts.headers);
+    if buffering == Buffering::Always || (!grpc && ((may_change && has_length) || fits)) {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(Refusal::too_large(limit));
         }
@@ -384,6 +387,11 @@ async fn outbound_body(
         let encoder = Encoder::new(&codings)
             .map_err(|e| Refusal::bad_request(format!("the request body: {e}")))?;
         streamed = streamed.with_decoder(decoder).with_encoder(encoder);
+    }
+    if grpc {
+        // Each message gets its new length; the body's no longer holds.
+        parts.headers.remove(CONTENT_LENGTH);
+        streamed = streamed.with_grpc_messages(limit);
     }
     Ok(BodyExt::boxed(streamed))
 }
@@ -513,10 +521,12 @@ async fn downstream(
     // A small body of known length is redacted whole and keeps an exact length: the client
     // gets the framing the upstream chose, and no streaming rewriter is set up for it.
     // The length hyper frames the body by, not the header: beside `Transfer-Encoding` a
-    // `Content-Length` describes nothing.
+    // `Content-Length` describes nothing. gRPC messages are redacted one by one as they
+    // stream, never as one body.
+    let grpc = grpc::is_grpc(&parts.headers);
     let small = http_body::Body::size_hint(&incoming)
         .exact()
-        .filter(|&length| length <= SMALL_RESPONSE as u64);
+        .filter(|&length| length <= SMALL_RESPONSE as u64 && !grpc);
     let inner = match small {
         Some(length) if codings.is_empty() => {
             // Held whole, so bounded in time like the head: a stalled body gets 504.
@@ -579,6 +589,9 @@ async fn downstream(
             .map_err(|e| Refusal::bad_gateway("upstream-encoding", format!("the response: {e}")))?;
         redacted = redacted.with_decoder(decoder);
         parts.headers.remove(CONTENT_ENCODING);
+    }
+    if grpc {
+        redacted = redacted.with_grpc_messages(shared.limits.max_buffered_body);
     }
     // Redaction may change the length: the client gets the body chunked (HTTP/1.1) or
     // framed by DATA frames (HTTP/2).
