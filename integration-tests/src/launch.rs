@@ -195,7 +195,7 @@ pub fn workspace_root() -> PathBuf {
         .to_owned()
 }
 
-/// The Python virtual environment `.ci/run` prepares with `requests` and `httpx`
+/// The Python virtual environment `.ci/run` prepares with `requests`, `httpx` and `grpcio`
 /// (`$SLUICE_CLIENTS_VENV`, default `target/clients/venv`). Fails loudly when it is missing.
 pub fn python_venv() -> PathBuf {
     let venv = std::env::var_os("SLUICE_CLIENTS_VENV")
@@ -203,12 +203,13 @@ pub fn python_venv() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target/clients/venv"));
     let python = venv.join("bin/python");
     let probe = Command::new(&python)
-        .args(["-c", "import requests, httpx, pip"])
+        .args(["-c", "import requests, httpx, grpc, pip"])
         .output();
     assert!(
         matches!(&probe, Ok(out) if out.status.success()),
-        "the client venv at {} is missing or lacks requests/httpx ({probe:?}); .ci/run creates it \
-         with `python3 -m venv target/clients/venv` and `pip install requests httpx` into it",
+        "the client venv at {} is missing or lacks requests/httpx/grpcio ({probe:?}); .ci/run \
+         creates it with `python3 -m venv target/clients/venv` and `pip install requests httpx \
+         grpcio` into it",
         venv.display()
     );
     venv

@@ -64,6 +64,21 @@ impl TestPki {
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Arc::new(config)
     }
+
+    /// A leaf for `names` written as PEM files (certificate, then key) in [`TestPki::dir`],
+    /// for an upstream that is not Rust's to configure (a Python gRPC server).
+    pub fn leaf_files(&self, names: &[&str]) -> (PathBuf, PathBuf) {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let params = CertificateParams::new(names.clone()).expect("leaf params");
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params.signed_by(&key, &self.issuer).expect("sign leaf");
+        let stem = names.first().map_or("leaf", String::as_str);
+        let cert_path = self.dir.path().join(format!("{stem}.crt.pem"));
+        let key_path = self.dir.path().join(format!("{stem}.key.pem"));
+        std::fs::write(&cert_path, cert.pem()).expect("write leaf certificate");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write leaf key");
+        (cert_path, key_path)
+    }
 }
 
 impl Default for TestPki {

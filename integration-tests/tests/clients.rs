@@ -287,6 +287,199 @@ async fn node_fetch_with_undici_env_proxy_agent() {
 }
 
 // ---------------------------------------------------------------------------------------
+// gRPC: grpcio (C-core's HTTP/2) through CONNECT to a Python gRPC server that speaks only
+// HTTP/2 over TLS (integration-tests/python/). The client sends the placeholder in its
+// `authorization` metadata and in its request message; the server echoes what arrived in its
+// messages and its trailing metadata, so the client must see the placeholder in both.
+// ---------------------------------------------------------------------------------------
+
+/// The Python gRPC upstream, killed when dropped.
+struct GrpcServer {
+    child: std::process::Child,
+    port: u16,
+    /// One JSON line per call, as the server saw it (yes/no answers, never the value).
+    log: PathBuf,
+}
+
+impl GrpcServer {
+    /// Starts `grpc_server.py` for `grpc.test` with a leaf from `pki`, expecting `TOKEN`.
+    fn start(pki: &TestPki) -> Self {
+        let (cert, key) = pki.leaf_files(&["grpc.test"]);
+        let log = pki.dir().join("grpc-calls.jsonl");
+        let mut child = Command::new(python_venv().join("bin/python"))
+            .arg(grpc_script("grpc_server.py"))
+            .args([&cert, &key, &log])
+            .env("EXPECTED_TOKEN", TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the gRPC server starts");
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            &mut first,
+        )
+        .expect("the gRPC server prints its port");
+        let port = first
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the gRPC server printed {first:?}, not a port"));
+        Self { child, port, log }
+    }
+
+    /// The calls the server received.
+    fn calls(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
+}
+
+impl Drop for GrpcServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn grpc_script(name: &str) -> PathBuf {
+    workspace_root().join("integration-tests/python").join(name)
+}
+
+/// One grpcio call (`unary` or `stream`) under `sluice run`, the secret granted toward
+/// grpc.test in header and body: what the server saw, and what the client got back.
+struct GrpcCall {
+    out: sluice_integration_tests::RunOutput,
+    calls: Vec<serde_json::Value>,
+    /// What the client wrote: `code`, `messages`, `trailers`.
+    seen: serde_json::Value,
+    work: tempfile::TempDir,
+}
+
+async fn grpc_call(call: &str) -> GrpcCall {
+    let pki = TestPki::new();
+    let server = GrpcServer::start(&pki);
+    let work = tempfile::tempdir().expect("tempdir");
+    let launch = Launch::new(&pki);
+    let file = launch.secret_file("api_token", TOKEN);
+    let launch = launch
+        .policy(&policy("api_token", &file, "grpc.test", "header, body"))
+        .resolve("grpc.test")
+        .cwd(work.path());
+    let out_file = work.path().join("grpc.out");
+    let command = vec![
+        python_venv().join("bin/python").into_os_string(),
+        grpc_script("grpc_client.py").into_os_string(),
+        format!("grpc.test:{}", server.port).into(),
+        call.into(),
+        out_file.clone().into_os_string(),
+    ];
+    let out = run(launch, command).await;
+    out.assert_success(&format!("grpcio {call}"));
+    let seen = std::fs::read_to_string(&out_file)
+        .unwrap_or_else(|e| panic!("grpcio wrote nothing ({e}); stdout: {}", out.stdout));
+    GrpcCall {
+        calls: server.calls(),
+        seen: serde_json::from_str(&seen).expect("the client's JSON"),
+        out,
+        work,
+    }
+}
+
+/// `Bearer <placeholder>` as the client must see the echo of the real value.
+fn assert_bearer_placeholder(what: &str, shown: &serde_json::Value) {
+    let placeholder = shown
+        .as_str()
+        .and_then(|s| s.strip_prefix("Bearer SLUICE_API_TOKEN_"))
+        .unwrap_or_else(|| panic!("{what}: expected the placeholder, got {shown}"));
+    assert!(
+        placeholder
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+        "{what}: {shown}"
+    );
+}
+
+/// What every grpcio call asserts: it succeeded through the proxy (which demands its Basic
+/// credentials: none failed), the server got the real value in the metadata and nowhere
+/// else, the trailing metadata came back redacted, and the audit log says so.
+fn assert_grpc_swapped_and_redacted(what: &str, grpc: &GrpcCall, method: &str) {
+    assert_eq!(grpc.seen["code"], "OK", "{what}: {}", grpc.seen);
+    assert_eq!(
+        grpc.calls.len(),
+        1,
+        "{what}: one call upstream: {:?}",
+        grpc.calls
+    );
+    let call = &grpc.calls[0];
+    assert_eq!(call["method"], method, "{what}");
+    assert_eq!(
+        call["authorized"], true,
+        "{what}: the metadata swap did not reach the server"
+    );
+    assert_eq!(call["token_anywhere_else"], false, "{what}");
+    assert_bearer_placeholder(
+        &format!("{what}: trailing metadata"),
+        &grpc.seen["trailers"]["x-echo"],
+    );
+    assert_eq!(
+        grpc.out.audit_events("auth_fail"),
+        0,
+        "{what}: grpcio sent the proxy's credentials"
+    );
+    assert!(
+        grpc.out
+            .audit
+            .lines()
+            .any(|l| l.contains("\"event\":\"swap\"")
+                && l.contains("\"location\":\"header:authorization\"")),
+        "{what}: no swap audited in the metadata:\n{}",
+        grpc.out.audit
+    );
+    assert!(
+        grpc.out.audit_events("redact") >= 1,
+        "{what}: no redaction audited:\n{}",
+        grpc.out.audit
+    );
+    assert_value_never_reached_the_client(&grpc.out, grpc.work.path());
+}
+
+#[tokio::test]
+async fn python_grpcio_unary_call_through_https_proxy() {
+    let grpc = grpc_call("unary").await;
+    assert_grpc_swapped_and_redacted("grpcio unary", &grpc, "Unary");
+    // The placeholder in the request message was swapped too; both echoes came back
+    // redacted inside the response message.
+    assert_eq!(
+        grpc.calls[0]["text_swapped"], true,
+        "grpcio unary: body swap"
+    );
+    let reply = &grpc.seen["messages"][0];
+    assert_eq!(reply["authorized"], true, "{reply}");
+    assert_bearer_placeholder("grpcio unary: message", &reply["echo"]);
+    let text = reply["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("echo SLUICE_API_TOKEN_"),
+        "grpcio unary: the echoed text should hold the placeholder: {reply}"
+    );
+}
+
+#[tokio::test]
+async fn python_grpcio_server_streaming_call_through_https_proxy() {
+    let grpc = grpc_call("stream").await;
+    assert_grpc_swapped_and_redacted("grpcio stream", &grpc, "Stream");
+    let messages = grpc.seen["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 3, "{}", grpc.seen);
+    for (seq, message) in messages.iter().enumerate() {
+        assert_eq!(message["seq"], seq, "{message}");
+        assert_eq!(message["authorized"], true, "{message}");
+        assert_bearer_placeholder("grpcio stream: message", &message["echo"]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // git over smart HTTP: `git http-backend` as CGI behind an upstream that demands Basic
 // credentials carrying the real token.
 // ---------------------------------------------------------------------------------------

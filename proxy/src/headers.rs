@@ -4,8 +4,8 @@
 //! credentials (`Proxy-Authorization`) above all. Framing that two parsers could read two
 //! ways is refused, never repaired: that is how requests are smuggled.
 
-use http::HeaderMap;
 use http::header::{self, HeaderName};
+use http::{HeaderMap, HeaderValue};
 
 use crate::refusal::Refusal;
 
@@ -26,7 +26,21 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 
 /// Removes hop-by-hop headers, including every header the `Connection` header names, and
 /// `Transfer-Encoding`: hyper frames each leg itself.
+///
+/// One `TE` token crosses, as exactly `te: trailers`: the only `TE` HTTP/2 allows, and one
+/// that gRPC servers require (they reset a stream without it). It says the client accepts
+/// trailers, which sluice passes on (rewritten). Any other token is dropped.
 pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let trailers = headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| {
+            // A token's parameters (`trailers;q=1`) do not change what it names.
+            let name = token.split(';').next().unwrap_or("");
+            name.trim().eq_ignore_ascii_case("trailers")
+        });
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -43,6 +57,9 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .collect();
     for name in named.iter().chain(&listed) {
         headers.remove(name);
+    }
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
 }
 
@@ -124,7 +141,6 @@ pub(crate) fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
     #[test]
     fn hop_by_hop_and_connection_named_headers_are_removed() {
@@ -141,8 +157,8 @@ mod tests {
         headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
         // Every value of a repeated one goes, and the framing header too.
-        headers.append(header::TE, HeaderValue::from_static("trailers"));
         headers.append(header::TE, HeaderValue::from_static("gzip"));
+        headers.append(header::TE, HeaderValue::from_static("deflate"));
         headers.insert(
             header::TRANSFER_ENCODING,
             HeaderValue::from_static("chunked"),
@@ -151,6 +167,41 @@ mod tests {
         remove_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1, "{headers:?}");
         assert!(headers.contains_key(header::AUTHORIZATION));
+    }
+
+    #[test]
+    fn te_trailers_alone_crosses() {
+        // (the `te` values the client sent, what crosses): only `trailers`, which HTTP/2
+        // allows and gRPC servers require, and only ever as exactly `te: trailers`.
+        let cases: [(&[&str], Option<&str>); 8] = [
+            (&["trailers"], Some("trailers")),
+            (&["Trailers"], Some("trailers")),
+            (&["gzip, trailers;q=1"], Some("trailers")),
+            (&["deflate", " TRAILERS "], Some("trailers")),
+            (&["trailers", "trailers"], Some("trailers")),
+            (&["gzip"], None),
+            (&["gzip;q=0.5, chunked"], None),
+            (&["trailersx, x-trailers"], None),
+        ];
+        for (sent, crossed) in cases {
+            let mut headers = HeaderMap::new();
+            for value in sent {
+                headers.append(header::TE, HeaderValue::from_str(value).unwrap());
+            }
+            // Named in `Connection`, as an HTTP/1.1 client must: still kept as `trailers`.
+            headers.insert(header::CONNECTION, HeaderValue::from_static("TE"));
+            remove_hop_by_hop(&mut headers);
+            let kept: Vec<&HeaderValue> = headers.get_all(header::TE).iter().collect();
+            assert_eq!(
+                kept,
+                crossed
+                    .map(HeaderValue::from_static)
+                    .iter()
+                    .collect::<Vec<_>>(),
+                "{sent:?}"
+            );
+            assert_eq!(headers.len(), kept.len(), "{sent:?}: {headers:?}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::body::{self, Body};
 use crate::codec::{self, Decoder, Encoder};
 use crate::exchange::Exchange;
 use crate::refusal::Refusal;
+use crate::rewrite::grpc;
 use crate::rewrite::request::{Outbound, Place};
 use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
 use crate::shared::Shared;
@@ -79,7 +80,9 @@ pub(super) async fn scan(
     // Longer ones stream, unless a swap may change their length (then `413`).
     let has_length = declared.is_some();
     let fits = declared.is_some_and(|n| n <= limit as u64);
-    if buffering == Buffering::Always || (may_change && has_length) || fits {
+    // gRPC messages are rewritten one by one as they stream, never as one body.
+    let grpc = grpc::is_grpc(&parts.headers);
+    if buffering == Buffering::Always || (!grpc && ((may_change && has_length) || fits)) {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(Refusal::too_large(limit));
         }
@@ -149,6 +152,11 @@ pub(super) async fn scan(
         let decoder = Decoder::new(&codings, limit).map_err(|e| Refusal::request_codec(&e))?;
         let encoder = Encoder::new(&codings).map_err(|e| Refusal::request_codec(&e))?;
         streamed = streamed.with_decoder(decoder).with_encoder(encoder);
+    }
+    if grpc {
+        // Each message gets its new length; the body's no longer holds.
+        parts.headers.remove(CONTENT_LENGTH);
+        streamed = streamed.with_grpc_messages(limit);
     }
     Ok(BodyExt::boxed(streamed))
 }

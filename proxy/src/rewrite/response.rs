@@ -20,6 +20,7 @@ use crate::codec::{self, ContentCoding, Decoder};
 use crate::exchange::Exchange;
 use crate::headers;
 use crate::refusal::{Code, Refusal};
+use crate::rewrite::grpc;
 use crate::rewrite::stream::{Outcome, RewriteBody};
 use crate::shared::Shared;
 
@@ -60,10 +61,12 @@ pub(crate) async fn redact(
     // A small body of known length is redacted whole and keeps an exact length: the client
     // gets the framing the upstream chose, and no streaming rewriter is set up for it.
     // The length hyper frames the body by, not the header: beside `Transfer-Encoding` a
-    // `Content-Length` describes nothing.
+    // `Content-Length` describes nothing. gRPC messages are redacted one by one as they
+    // stream, never as one body.
+    let grpc = grpc::is_grpc(&parts.headers);
     let small = http_body::Body::size_hint(&incoming)
         .exact()
-        .filter(|&length| length <= SMALL_RESPONSE as u64);
+        .filter(|&length| length <= SMALL_RESPONSE as u64 && !grpc);
     let inner = match small {
         Some(length) if codings.is_empty() => {
             match redact_whole(incoming, length, &mut parts.headers, shared, exchange).await? {
@@ -73,7 +76,7 @@ pub(crate) async fn redact(
         }
         _ => body::incoming(incoming),
     };
-    let body = redact_streamed(inner, &codings, &mut parts.headers, shared, exchange)?;
+    let body = redact_streamed(inner, &codings, grpc, &mut parts.headers, shared, exchange)?;
     Ok(Response::from_parts(parts, body))
 }
 
@@ -140,10 +143,12 @@ async fn redact_whole(
     )))))
 }
 
-/// Redacts a body as it streams, decoding it first when it is coded.
+/// Redacts a body as it streams, decoding it first when it is coded, message by message
+/// when it is gRPC.
 fn redact_streamed(
     inner: Body,
     codings: &[ContentCoding],
+    grpc: bool,
     headers: &mut HeaderMap,
     shared: &Shared,
     exchange: &Exchange,
@@ -158,6 +163,9 @@ fn redact_streamed(
         })?;
         redacted = redacted.with_decoder(decoder);
         headers.remove(CONTENT_ENCODING);
+    }
+    if grpc {
+        redacted = redacted.with_grpc_messages(shared.limits.max_buffered_body);
     }
     // Redaction may change the length: the client gets the body chunked (HTTP/1.1) or
     // framed by DATA frames (HTTP/2).

@@ -5,6 +5,8 @@
 //! (decoded first when the body has a `Content-Encoding`), then trailers. The output is
 //! exactly the one-shot rewrite of the whole (decoded) body, whatever the frame boundaries,
 //! because the guard's [`Rewriter`] holds back any tail that may still grow into a match.
+//! A gRPC body ([`RewriteBody::with_grpc_messages`]) is rewritten one whole message at a
+//! time instead, each sent on behind a prefix of its new length (`super::grpc`).
 //!
 //! It must never let a byte pass unscanned: a refusal by the plan, a body that does not decode
 //! and an error of the inner body each end the stream with an error (so hyper aborts the
@@ -29,6 +31,7 @@ use http_body::{Frame, SizeHint};
 use sluice_guard::{Guard, GuardError, Plan, RefusedMatch, Rewriter, Tally};
 use zeroize::Zeroizing;
 
+use super::grpc::{GrpcError, Messages};
 use crate::body::{Body, BoxError};
 use crate::codec::{CodecError, Decoder, Encoder, SLICE};
 
@@ -91,6 +94,9 @@ pub(crate) enum End {
     /// The body did not decode (corrupt, truncated, over the bound); it ended with this
     /// [`CodecError`].
     Codec(CodecError),
+    /// A gRPC body could not be split into messages sluice can scan (compressed, over the
+    /// bound, cut short); it ended with this [`GrpcError`].
+    Grpc(GrpcError),
     /// The guard failed otherwise (a bug); the body ended with this error.
     Guard(GuardError),
     /// The inner body failed; its error was passed on unchanged.
@@ -145,10 +151,17 @@ pub(crate) type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
 pub(crate) struct RewriteBody {
     inner: Body,
     guard: Arc<Guard>,
-    trailer_plan: Plan,
+    /// The body's plan; the rewriter holds its own copy.
+    plan: Plan,
+    /// The trailers' plan, when it is not the body's.
+    trailer_plan: Option<Plan>,
     rewriter: Option<Rewriter>,
     decoder: Option<Decoder>,
     encoder: Option<Encoder>,
+    /// For a gRPC body: each message rewritten whole under `plan`, instead of `rewriter`.
+    messages: Option<Messages>,
+    /// What the messages' rewrites did.
+    message_tally: Tally,
     /// Inner data not yet fed on.
     pending: Bytes,
     /// Whether the decoder may hold more output for what it was fed.
@@ -191,12 +204,19 @@ impl fmt::Debug for RewriteBody {
 enum Failure {
     Refused(StreamRefused),
     Codec(CodecError),
+    Grpc(GrpcError),
     Guard(GuardError),
 }
 
 impl From<CodecError> for Failure {
     fn from(e: CodecError) -> Self {
         Self::Codec(e)
+    }
+}
+
+impl From<GrpcError> for Failure {
+    fn from(e: GrpcError) -> Self {
+        Self::Grpc(e)
     }
 }
 
@@ -212,6 +232,7 @@ impl Failure {
         match self {
             Self::Refused(r) => End::Refused(r.clone()),
             Self::Codec(e) => End::Codec(e.clone()),
+            Self::Grpc(e) => End::Grpc(e.clone()),
             Self::Guard(e) => End::Guard(e.clone()),
         }
     }
@@ -220,6 +241,7 @@ impl Failure {
         match self {
             Self::Refused(r) => Box::new(r),
             Self::Codec(e) => Box::new(e),
+            Self::Grpc(e) => Box::new(e),
             Self::Guard(e) => Box::new(e),
         }
     }
@@ -235,11 +257,14 @@ impl RewriteBody {
     ) -> Self {
         Self {
             inner,
-            trailer_plan: plan.clone(),
-            rewriter: Some(Rewriter::new(Arc::clone(&guard), plan)),
+            rewriter: Some(Rewriter::new(Arc::clone(&guard), plan.clone())),
+            plan,
+            trailer_plan: None,
             guard,
             decoder: None,
             encoder: None,
+            messages: None,
+            message_tally: Tally::default(),
             pending: Bytes::new(),
             draining: false,
             decoded: Zeroizing::new(Vec::new()),
@@ -279,7 +304,17 @@ impl RewriteBody {
 
     /// A different plan for the trailers (by default, the body's).
     pub(crate) fn with_trailer_plan(mut self, plan: Plan) -> Self {
-        self.trailer_plan = plan;
+        self.trailer_plan = Some(plan);
+        self
+    }
+
+    /// Reads the (decoded) body as gRPC's length-prefixed messages
+    /// ([`super::grpc::is_grpc`]): each message is held whole, up to `limit` bytes, rewritten
+    /// alone and passed on behind a prefix of its new length, so that a swap or a redaction
+    /// that changes its length keeps the framing true. The body ends with a [`GrpcError`] on
+    /// a message it cannot scan.
+    pub(crate) fn with_grpc_messages(mut self, limit: usize) -> Self {
+        self.messages = Some(Messages::new(limit));
         self
     }
 
@@ -292,6 +327,7 @@ impl RewriteBody {
             + self.decoded.capacity()
             + self.rewriter.as_ref().map_or(0, Rewriter::held_back)
             + self.decoder.as_ref().map_or(0, Decoder::buffered)
+            + self.messages.as_ref().map_or(0, Messages::buffered)
     }
 
     /// Rewrites one slice of the pending input; `None` when it produced no output yet.
@@ -310,15 +346,29 @@ impl RewriteBody {
                 self.pending.advance(used);
                 self.draining = self.decoded.len() == SLICE;
                 out.reserve(self.decoded.len() + rewriter.held_back());
-                rewriter.push(&self.decoded, &mut out)
+                let mut scan = Scan {
+                    rewriter,
+                    messages: self.messages.as_mut(),
+                    guard: &self.guard,
+                    plan: &self.plan,
+                    tally: &mut self.message_tally,
+                };
+                scan.push(&self.decoded, &mut out)
             }
             None => {
                 let slice = self.pending.split_to(self.pending.len().min(SLICE));
                 out.reserve(slice.len() + rewriter.held_back());
-                rewriter.push(&slice, &mut out)
+                let mut scan = Scan {
+                    rewriter,
+                    messages: self.messages.as_mut(),
+                    guard: &self.guard,
+                    plan: &self.plan,
+                    tally: &mut self.message_tally,
+                };
+                scan.push(&slice, &mut out)
             }
         };
-        pushed.map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
+        pushed?;
         self.encode(std::mem::take(&mut *out), false)
     }
 
@@ -360,9 +410,17 @@ impl RewriteBody {
             let decoded = decoder.finish(&mut self.decoded);
             self.body_tally = rewriter.tally().clone();
             decoded?;
-            rewriter
-                .push(&self.decoded, &mut out)
-                .map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
+            Scan {
+                rewriter: &mut rewriter,
+                messages: self.messages.as_mut(),
+                guard: &self.guard,
+                plan: &self.plan,
+                tally: &mut self.message_tally,
+            }
+            .push(&self.decoded, &mut out)?;
+        }
+        if let Some(messages) = &self.messages {
+            messages.finish()?;
         }
         self.body_tally = rewriter.tally().clone();
         self.body_tally = rewriter
@@ -384,9 +442,10 @@ impl RewriteBody {
             let Some((name, clean)) = &current else {
                 continue;
             };
+            let plan = self.trailer_plan.as_ref().unwrap_or(&self.plan);
             let rewritten = self
                 .guard
-                .rewrite_header_value(value.as_bytes(), &self.trailer_plan)
+                .rewrite_header_value(value.as_bytes(), plan)
                 .map_err(|e| {
                     let name = clean.then(|| name.as_str().to_owned());
                     Failure::from_guard(e, StreamPlace::Trailer { name })
@@ -407,9 +466,10 @@ impl RewriteBody {
     /// A trailer's name, rewritten; `None` when it cannot be written as rewritten. The flag
     /// says whether the name held no match (and so may be shown in a refusal).
     fn trailer_name(&mut self, key: HeaderName) -> Result<Option<(HeaderName, bool)>, Failure> {
+        let plan = self.trailer_plan.as_ref().unwrap_or(&self.plan);
         let rewritten = self
             .guard
-            .rewrite(key.as_str().as_bytes(), &self.trailer_plan)
+            .rewrite(key.as_str().as_bytes(), plan)
             .map_err(|e| Failure::from_guard(e, StreamPlace::TrailerName))?;
         self.trailer_tally.merge(rewritten.tally());
         let clean = rewritten.tally().is_empty();
@@ -445,6 +505,7 @@ impl RewriteBody {
         self.rewriter = None;
         self.decoder = None;
         self.encoder = None;
+        self.messages = None;
         self.trailers = None;
     }
 
@@ -461,6 +522,7 @@ impl RewriteBody {
             Some(rewriter) => rewriter.tally().clone(),
             None => self.body_tally.clone(),
         };
+        tally.merge(&self.message_tally);
         tally.merge(&self.trailer_tally);
         report(Outcome {
             tally,
@@ -468,6 +530,37 @@ impl RewriteBody {
             bytes_in: self.bytes_in,
             bytes_out: self.bytes_out,
         });
+    }
+}
+
+/// Where rewritten body bytes come from: the streaming rewriter, or for a gRPC body, each
+/// whole message rewritten alone and framed again.
+struct Scan<'a> {
+    rewriter: &'a mut Rewriter,
+    messages: Option<&'a mut Messages>,
+    guard: &'a Guard,
+    plan: &'a Plan,
+    tally: &'a mut Tally,
+}
+
+impl Scan<'_> {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Failure> {
+        let Some(messages) = self.messages.as_deref_mut() else {
+            return self
+                .rewriter
+                .push(input, out)
+                .map_err(|e| Failure::from_guard(e, StreamPlace::Body));
+        };
+        let mut input = input;
+        while let Some(message) = messages.next(&mut input)? {
+            let rewritten = self
+                .guard
+                .rewrite(&message, self.plan)
+                .map_err(|e| Failure::from_guard(e, StreamPlace::Body))?;
+            self.tally.merge(rewritten.tally());
+            messages.frame(rewritten.bytes(), out)?;
+        }
+        Ok(())
     }
 }
 

@@ -494,6 +494,114 @@ fn a_trailer_plan_of_its_own_applies_to_trailers_only() {
     );
 }
 
+/// `messages` as a gRPC body: each behind a plain message's prefix.
+fn grpc_framed(messages: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for message in messages {
+        out.push(0);
+        out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        out.extend_from_slice(message);
+    }
+    out
+}
+
+#[test]
+fn grpc_messages_are_rewritten_whole_and_framed_with_their_new_length() {
+    let f = fixture();
+    // Redacted (a response): the placeholder is longer than the value, in a message and in
+    // grpc trailers; over every chunking, each message comes out with its own new length.
+    let echo = format!("{{\"echo\":\"Bearer {GH_VALUE}\"}}");
+    let whole = grpc_framed(&[echo.as_bytes(), b"", b"{\"seq\":2}"]);
+    let shown = format!("{{\"echo\":\"Bearer {}\"}}", f.placeholder(f.gh));
+    let expected = grpc_framed(&[shown.as_bytes(), b"", b"{\"seq\":2}"]);
+    for step in [1, 2, 5, 7, whole.len()] {
+        let mut frames: VecDeque<_> = whole
+            .chunks(step)
+            .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+            .collect();
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        trailers.insert("x-echo", HeaderValue::from_static(GH_VALUE));
+        frames.push_back(Ok(Frame::trailers(trailers)));
+        let (outcomes, report) = recorder();
+        let got = collect(
+            RewriteBody::redacting(Frames(frames).boxed(), Arc::clone(&f.guard), report)
+                .with_grpc_messages(1024),
+        );
+        assert!(got.error.is_none(), "step {step}: {:?}", got.error);
+        assert_eq!(got.data, expected, "step {step}");
+        let trailers = got.trailers.expect("trailers");
+        assert_eq!(trailers["x-echo"], f.placeholder(f.gh).as_str());
+        assert_eq!(trailers["grpc-status"], "0");
+        let outcome = only(&outcomes);
+        assert!(outcome.is_complete());
+        assert_eq!(outcome.tally.get(f.gh).redacted, 2, "step {step}");
+    }
+    // Swapped (a request): the value is shorter than the placeholder.
+    let sent = format!("token {}", f.placeholder(f.gh));
+    let whole = grpc_framed(&[sent.as_bytes()]);
+    let (outcomes, report) = recorder();
+    let got = collect(
+        RewriteBody::new(
+            data_frames(whole.chunks(3)).boxed(),
+            Arc::clone(&f.guard),
+            f.swap_plan(),
+            report,
+        )
+        .with_grpc_messages(1024),
+    );
+    assert_eq!(
+        got.data,
+        grpc_framed(&[format!("token {GH_VALUE}").as_bytes()])
+    );
+    assert_eq!(only(&outcomes).tally.get(f.gh).swapped, 1);
+}
+
+#[test]
+fn a_grpc_body_that_cannot_be_scanned_ends_with_an_error() {
+    let f = fixture();
+    let message = format!("x {GH_VALUE}");
+    let mut compressed = grpc_framed(&[message.as_bytes()]);
+    compressed[0] = 1;
+    let whole = grpc_framed(&[message.as_bytes()]);
+    let cases: [(&str, Vec<u8>, usize, GrpcError); 3] = [
+        ("compressed", compressed, 1024, GrpcError::Compressed),
+        (
+            "over the bound",
+            whole.clone(),
+            4,
+            GrpcError::TooLarge {
+                length: message.len() as u64,
+                limit: 4,
+            },
+        ),
+        (
+            "cut short",
+            whole[..whole.len() - 1].to_vec(),
+            1024,
+            GrpcError::Truncated {
+                have: whole.len() - 1,
+                want: whole.len(),
+            },
+        ),
+    ];
+    for (what, body, limit, error) in cases {
+        let (outcomes, report) = recorder();
+        let got = collect(
+            RewriteBody::redacting(
+                data_frames(body.chunks(4)).boxed(),
+                Arc::clone(&f.guard),
+                report,
+            )
+            .with_grpc_messages(limit),
+        );
+        let err = got.error.expect(what);
+        assert_eq!(err.downcast_ref::<GrpcError>(), Some(&error), "{what}");
+        assert!(got.data.is_empty(), "{what}: nothing of the message left");
+        assert_eq!(only(&outcomes).end, End::Grpc(error), "{what}");
+    }
+}
+
 #[test]
 fn dropping_the_body_early_reports_what_left() {
     let f = fixture();
