@@ -42,7 +42,7 @@ impl RawUpstream {
             async move {
                 let mut buffer = Vec::new();
                 let mut chunk = [0u8; 4096];
-                loop {
+                'connection: loop {
                     while let Some(end) = find(&buffer, b"\r\n\r\n") {
                         let head: Vec<u8> = buffer.drain(..end + 4).collect();
                         let number = {
@@ -50,13 +50,21 @@ impl RawUpstream {
                             heads.push(String::from_utf8_lossy(&head).into_owned());
                             heads.len() - 1
                         };
+                        let mut closes = false;
                         for (pause, bytes) in script(number) {
                             tokio::time::sleep(pause).await;
+                            closes |= find(&bytes, b"Connection: close\r\n").is_some();
                             if tls.write_all(&bytes).await.is_err() {
                                 break;
                             }
                         }
                         let _ = tls.flush().await;
+                        // An answer that says `Connection: close` ends its connection: what
+                        // frames a body sent to the close.
+                        if closes {
+                            let _ = tls.shutdown().await;
+                            break 'connection;
+                        }
                     }
                     match tls.read(&mut chunk).await {
                         Ok(0) | Err(_) => break,

@@ -12,7 +12,7 @@ use crate::refusal::Refusal;
 
 /// A normalised `host:port`: the CONNECT target of a tunnel, or an absolute-form target.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Target {
+pub struct Target {
     /// Lowercased, without a trailing dot, IDNA-normalised; IPv6 without brackets.
     pub host: String,
     /// The port.
@@ -68,7 +68,7 @@ impl Target {
     }
 
     /// `host:port` as a URI authority, with IPv6 in brackets.
-    pub(crate) fn authority(&self) -> String {
+    pub fn authority(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {

@@ -4,10 +4,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
 
 /// Errors a body can fail with.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A boxed, streaming body.
-pub(crate) type Body = BoxBody<Bytes, BoxError>;
+pub type Body = BoxBody<Bytes, BoxError>;
 
 /// A body of known bytes.
 pub(crate) fn full(bytes: Bytes) -> Body {

@@ -51,5 +51,18 @@ mod tunnel;
 mod upstream;
 
 pub use config::{Limits, ProxyConfig, default_workers};
+
+/// The request scan's own steps, for the `outbound_rewrite` fuzz target (`proxy/fuzz/`),
+/// which drives them on arbitrary requests. Not API: nothing outside the fuzz target may
+/// use it, and it changes with the request path.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::authority::Target;
+    pub use crate::body::{Body, BoxError};
+    pub use crate::headers::{check_framing, remove_hop_by_hop};
+    pub use crate::refusal::Refusal;
+    pub use crate::rewrite::request::{Outbound, Place, PlanCache};
+    pub use crate::rewrite::stream::{RewriteBody, StreamRefused};
+}
 pub use server::{Proxy, StartError, start};
 pub use upstream::Timeouts;

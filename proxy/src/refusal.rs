@@ -20,7 +20,7 @@ use crate::upstream::{SendError, Timeouts, UpstreamError};
 /// What kind of refusal it is: the `sluice-error` header's value, and what the audit log
 /// records it as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Code {
+pub enum Code {
     /// `407`: no or wrong proxy credentials.
     ProxyAuthRequired,
     /// `403`: the host is not reachable under the declaration.
@@ -59,7 +59,7 @@ pub(crate) enum Code {
 
 impl Code {
     /// The kebab-case code, as sent in `sluice-error` and written in the audit log.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::ProxyAuthRequired => "proxy-auth-required",
             Self::HostNotAllowed => "host-not-allowed",
@@ -83,7 +83,7 @@ impl Code {
 
     /// The audit event a refusal of this kind is: `deny` for the egress decision (a host or
     /// an address), `auth_fail` for missing proxy credentials, `refuse` for the rest.
-    pub(crate) fn event_kind(self) -> EventKind {
+    pub fn event_kind(self) -> EventKind {
         match self {
             Self::HostNotAllowed | Self::AddressBlocked => EventKind::Deny,
             Self::ProxyAuthRequired => EventKind::AuthFail,
@@ -106,7 +106,7 @@ impl PartialEq<&str> for Code {
 
 /// Who was at fault for a refusal; reported in logs, not on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fault {
+pub enum Fault {
     /// The sandboxed client asked for something the declaration does not allow.
     Client,
     /// The upstream failed (unreachable, bad certificate, timeout, bad framing).
@@ -117,7 +117,7 @@ pub(crate) enum Fault {
 
 /// A refused request: status, machine-readable code and a one-line reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     /// The HTTP status sent back.
     pub status: StatusCode,
     /// What kind of refusal: the `sluice-error` header value and the audit event kind.
@@ -177,7 +177,7 @@ impl Refusal {
     }
 
     /// `400`: the request cannot be understood or is ambiguous; it is not repaired.
-    pub(crate) fn bad_request(why: impl Into<String>) -> Self {
+    pub fn bad_request(why: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
             Code::BadRequest,
@@ -334,7 +334,7 @@ impl Refusal {
     /// the one place its message passes through the guard: a reason may quote text the
     /// client or an upstream chose (a host, a Host header, a coding name), which could spell
     /// a value.
-    pub(crate) fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
+    pub fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
         let mut line = if guard.is_match(self.message.as_bytes()) {
             guard.redact_str(&self.message)
         } else {

@@ -56,13 +56,10 @@ use http_body_util::BodyExt as _;
 use libfuzzer_sys::fuzz_target;
 use sluice_guard::{Encoding, Guard, GuardError, SecretValue};
 use sluice_policies::{Policy, Sink};
-use sluice_proxy::authority::Target;
-use sluice_proxy::body::{Body, BoxError};
-use sluice_proxy::headers;
-use sluice_proxy::refusal::Refusal;
+use sluice_proxy::fuzzing::{self as headers, Body, BoxError, Refusal, Target};
 use sluice_proxy::codec::{self, ContentCoding, Decoder, Encoder};
-use sluice_proxy::rewrite::request::{Outbound, Place, PlanCache};
-use sluice_proxy::rewrite::stream::{RewriteBody, StreamRefused};
+use sluice_proxy::fuzzing::{Outbound, Place, PlanCache};
+use sluice_proxy::fuzzing::{RewriteBody, StreamRefused};
 
 /// `alpha` may go to api.alpha.test in the Authorization header, the query and the body;
 /// `beta` to beta.test (any port) in any header; `gamma` nowhere (redact-only).

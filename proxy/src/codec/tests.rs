@@ -490,3 +490,52 @@ fn accept_encoding_names_exactly_what_decodes() {
         assert_eq!(ContentCoding::from_name(coding.as_str()).unwrap(), coding);
     }
 }
+
+/// (`Content-Encoding`, `Transfer-Encoding`, the codings the body is in).
+type CodingCase = (
+    &'static str,
+    &'static str,
+    Result<&'static [ContentCoding], CodecError>,
+);
+
+#[test]
+fn transfer_codings_besides_a_final_chunked_are_codings_of_the_body() {
+    let cases: &[CodingCase] = &[
+        ("", "chunked", Ok(&[])),
+        ("gzip", "chunked", Ok(&[Gzip])),
+        ("", "gzip, chunked", Ok(&[Gzip])),
+        ("br", "Deflate , CHUNKED", Ok(&[Br, Deflate])),
+        ("", "gzip", Ok(&[Gzip])),
+        ("", "identity, chunked", Ok(&[])),
+        ("", "chunked, gzip", Err(CodecError::ChunkedNotLast)),
+        ("", "chunked, chunked", Err(CodecError::ChunkedNotLast)),
+        (
+            "",
+            "compress, chunked",
+            Err(CodecError::Unsupported {
+                name: "compress".into(),
+            }),
+        ),
+        (
+            "gzip, br",
+            "zstd, deflate, gzip, chunked",
+            Err(CodecError::TooManyCodings { count: 5, max: 4 }),
+        ),
+    ];
+    for (content, transfer, want) in cases {
+        let mut headers = HeaderMap::new();
+        if !content.is_empty() {
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(content));
+        }
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static(transfer),
+        );
+        let got = body_codings(&headers);
+        assert_eq!(
+            got.as_deref(),
+            want.as_ref().map(|w| *w),
+            "{content} / {transfer}"
+        );
+    }
+}

@@ -24,7 +24,7 @@ use crate::refusal::{Code, Refusal};
 
 /// Where in a request a match was found, as the audit log names it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Place {
+pub enum Place {
     /// The method.
     Method,
     /// The path (before `?`).
@@ -55,7 +55,7 @@ impl Place {
     }
 
     /// The `location` field of the audit log.
-    pub(crate) fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match self {
             Self::Method => "method".into(),
             Self::Path => "path".into(),
@@ -70,7 +70,7 @@ impl Place {
 
 /// What the outbound scan did in one place: the audit log's `swap` and `verbatim` events.
 #[derive(Debug)]
-pub(crate) struct Swapped {
+pub struct Swapped {
     /// Where.
     pub place: Place,
     /// Per secret: swapped placeholders, kept placeholders (verbatim), kept values.
@@ -81,7 +81,7 @@ pub(crate) struct Swapped {
 /// plan is the same for every request on it and is asked of the grant decision once.
 /// Bounded, since header names come from the client.
 #[derive(Default)]
-pub(crate) struct PlanCache(std::sync::Mutex<std::collections::HashMap<Place, Plan>>);
+pub struct PlanCache(std::sync::Mutex<std::collections::HashMap<Place, Plan>>);
 
 impl PlanCache {
     /// The most places remembered; past it the cache starts over.
@@ -102,7 +102,7 @@ impl PlanCache {
 }
 
 /// The outbound scan for one target host: the guard and the grants.
-pub(crate) struct Outbound<'a> {
+pub struct Outbound<'a> {
     guard: &'a Guard,
     policy: &'a Policy,
     target: &'a Target,
@@ -115,7 +115,7 @@ pub(crate) struct Outbound<'a> {
 
 impl<'a> Outbound<'a> {
     /// The scan of requests toward `target`.
-    pub(crate) fn new(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
+    pub fn new(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
         Self {
             guard,
             policy,
@@ -126,7 +126,7 @@ impl<'a> Outbound<'a> {
     }
 
     /// Remembers plans in `cache` (one per tunnel) instead of deciding them per request.
-    pub(crate) fn with_cache(self, cache: &'a PlanCache) -> Self {
+    pub fn with_cache(self, cache: &'a PlanCache) -> Self {
         Self {
             cache: Some(cache),
             ..self
@@ -135,7 +135,7 @@ impl<'a> Outbound<'a> {
 
     /// The scan of plain `http://` requests toward `target`: every placeholder and every
     /// value is refused (a verbatim host keeps its placeholders, which are not secrets).
-    pub(crate) fn plain(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
+    pub fn plain(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
         Self {
             plain: true,
             ..Self::new(guard, policy, target)
@@ -144,7 +144,7 @@ impl<'a> Outbound<'a> {
 
     /// The plan for one place: asks the grant decision once per secret (once per tunnel,
     /// with a cache).
-    pub(crate) fn plan(&self, place: &Place) -> Plan {
+    pub fn plan(&self, place: &Place) -> Plan {
         match self.cache {
             Some(cache) => cache.get_or_insert(place, || self.decide(place)),
             None => self.decide(place),
@@ -189,7 +189,7 @@ impl<'a> Outbound<'a> {
 
     /// The plan for the body, writing swapped values in the form the body's content type
     /// needs (JSON-escaped in JSON, form-encoded in form bodies).
-    pub(crate) fn body_plan(&self, parts: &Parts) -> Plan {
+    pub fn body_plan(&self, parts: &Parts) -> Plan {
         let content_type = parts
             .headers
             .get(CONTENT_TYPE)
@@ -208,7 +208,7 @@ impl<'a> Outbound<'a> {
 
     /// Scans and rewrites the request head in place. Returns what was swapped or kept, or
     /// the refusal for the first refused match.
-    pub(crate) fn rewrite_head(&self, parts: &mut Parts) -> Result<Vec<Swapped>, Refusal> {
+    pub fn rewrite_head(&self, parts: &mut Parts) -> Result<Vec<Swapped>, Refusal> {
         let mut done = Vec::new();
         // The method and path can carry no grant: any match there is refused or kept.
         self.check_only(parts.method.as_str().as_bytes(), &Place::Method, &mut done)?;
@@ -334,7 +334,7 @@ impl<'a> Outbound<'a> {
 
     /// The refusal sent back for a refused match: names the secret, the place, the host and
     /// the grant that would allow it. Never the value.
-    pub(crate) fn refusal(&self, error: GuardError, place: &Place) -> Refusal {
+    pub fn refusal(&self, error: GuardError, place: &Place) -> Refusal {
         let GuardError::Refused(refused) = error else {
             return Refusal::bad_request(format!(
                 "sluice could not scan the {}: {error}",

@@ -37,7 +37,7 @@ use crate::codec::{CodecError, Decoder, Encoder, SLICE};
 
 /// Where in a body a plan refused a match.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StreamPlace {
+pub enum StreamPlace {
     /// The data of the body (decoded, when it had a coding); the refusal's offset counts
     /// decoded bytes.
     Body,
@@ -68,7 +68,7 @@ impl fmt::Display for StreamPlace {
 /// never the bytes. Find it with `err.downcast_ref::<StreamRefused>()` on the body's error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("sluice stopped the body: {refusal}, {place}")]
-pub(crate) struct StreamRefused {
+pub struct StreamRefused {
     /// The guard's refusal: the secret's id and name, the form found, the offset.
     pub refusal: RefusedMatch,
     /// Where the match was.
@@ -86,7 +86,7 @@ impl StreamRefused {
 /// How a [`RewriteBody`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub(crate) enum End {
+pub enum End {
     /// Every frame was rewritten and passed on.
     Complete,
     /// The plan refused a match; the body ended with a [`StreamRefused`] error.
@@ -108,7 +108,7 @@ pub(crate) enum End {
 
 /// What a [`RewriteBody`] did, reported once when it ends, for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// Per secret: swapped, redacted and kept, over the body and its trailers. Counts what
     /// was passed on before an error, too: swapped bytes may have left already.
     pub tally: Tally,
@@ -148,7 +148,7 @@ pub(crate) type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
 /// hold; each output frame comes from one slice (grown or shrunk by what was replaced in
 /// it: a redaction writes a placeholder over a value, which may be longer). See
 /// [`RewriteBody::buffered`].
-pub(crate) struct RewriteBody {
+pub struct RewriteBody {
     inner: Body,
     guard: Arc<Guard>,
     /// The body's plan; the rewriter holds its own copy.
@@ -249,7 +249,7 @@ impl Failure {
 
 impl RewriteBody {
     /// Rewrites `inner` under `plan` (body and trailers), calling `report` once when it ends.
-    pub(crate) fn new(
+    pub fn new(
         inner: Body,
         guard: Arc<Guard>,
         plan: Plan,
@@ -291,19 +291,19 @@ impl RewriteBody {
 
     /// Decodes the inner body before rewriting it (its `Content-Encoding`, bounded); the
     /// output stays decoded unless an encoder is set too.
-    pub(crate) fn with_decoder(mut self, decoder: Decoder) -> Self {
+    pub fn with_decoder(mut self, decoder: Decoder) -> Self {
         self.decoder = Some(decoder);
         self
     }
 
     /// Encodes the rewritten body again (a request body sent on in the coding it came in).
-    pub(crate) fn with_encoder(mut self, encoder: Encoder) -> Self {
+    pub fn with_encoder(mut self, encoder: Encoder) -> Self {
         self.encoder = Some(encoder);
         self
     }
 
     /// A different plan for the trailers (by default, the body's).
-    pub(crate) fn with_trailer_plan(mut self, plan: Plan) -> Self {
+    pub fn with_trailer_plan(mut self, plan: Plan) -> Self {
         self.trailer_plan = Some(plan);
         self
     }
