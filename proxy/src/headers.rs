@@ -135,6 +135,19 @@ pub fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
             "both Content-Length and Transfer-Encoding; send one or the other",
         ));
     }
+    // A transfer coding besides `chunked` (`gzip, chunked`) would leave the body coded where
+    // the scan reads it, and sluice does not send request bodies in transfer codings.
+    let codings = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    if codings.into_iter().any(|t| !t.eq_ignore_ascii_case("chunked")) {
+        return Err(Refusal::bad_request(
+            "a request body in a transfer coding other than chunked cannot be scanned; send it with Content-Encoding instead",
+        ));
+    }
     Ok(())
 }
 
@@ -249,6 +262,16 @@ mod tests {
         let mut one = HeaderMap::new();
         one.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
         assert!(check_framing(&one).is_ok());
+        for (coding, ok) in [
+            ("chunked", true),
+            ("Chunked", true),
+            ("gzip, chunked", false),
+            ("deflate,chunked", false),
+        ] {
+            let mut coded = HeaderMap::new();
+            coded.insert(header::TRANSFER_ENCODING, HeaderValue::from_static(coding));
+            assert_eq!(check_framing(&coded).is_ok(), ok, "{coding}");
+        }
     }
 
     #[test]
