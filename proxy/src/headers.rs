@@ -143,7 +143,10 @@ pub fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
         .flat_map(|v| v.to_str().unwrap_or("?").split(','))
         .map(str::trim)
         .filter(|t| !t.is_empty());
-    if codings.into_iter().any(|t| !t.eq_ignore_ascii_case("chunked")) {
+    if codings
+        .into_iter()
+        .any(|t| !t.eq_ignore_ascii_case("chunked"))
+    {
         return Err(Refusal::bad_request(
             "a request body in a transfer coding other than chunked cannot be scanned; send it with Content-Encoding instead",
         ));

@@ -62,7 +62,8 @@ pub mod fuzzing {
     pub use crate::headers::{check_framing, remove_hop_by_hop};
     pub use crate::refusal::Refusal;
     pub use crate::rewrite::request::{Outbound, Place, PlanCache};
-    pub use crate::rewrite::stream::{RewriteBody, StreamRefused};
+    pub use crate::rewrite::stream::RewriteBody;
+    pub use crate::rewrite::stream::outcome::StreamRefused;
 }
 pub use server::{Proxy, StartError, start};
 pub use upstream::Timeouts;

@@ -363,4 +363,3 @@ pub(crate) fn declaration(token_file: &Path) -> String {
          \x20 allow_ips: [127.0.0.1/32]   # the demo's hosts live on loopback\n"
     )
 }
-

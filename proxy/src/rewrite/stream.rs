@@ -28,105 +28,16 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf as _, Bytes};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body::{Frame, SizeHint};
-use sluice_guard::{Guard, GuardError, Plan, RefusedMatch, Rewriter, Tally};
+use sluice_guard::{Guard, GuardError, Plan, Rewriter, Tally};
 use zeroize::Zeroizing;
 
 use super::grpc::{GrpcError, Messages};
 use crate::body::{Body, BoxError};
 use crate::codec::{CodecError, Decoder, Encoder, SLICE};
 
-/// Where in a body a plan refused a match.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamPlace {
-    /// The data of the body (decoded, when it had a coding); the refusal's offset counts
-    /// decoded bytes.
-    Body,
-    /// A trailer's name.
-    TrailerName,
-    /// A trailer's value. The name is given unless the name itself held a match.
-    Trailer {
-        /// The trailer's name, when it is safe to show.
-        name: Option<String>,
-    },
-}
+pub(crate) mod outcome;
 
-impl fmt::Display for StreamPlace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Body => f.write_str("in the body"),
-            Self::TrailerName => f.write_str("in a trailer name"),
-            Self::Trailer { name: Some(name) } => write!(f, "in trailer `{name}`"),
-            Self::Trailer { name: None } => f.write_str("in a trailer value"),
-        }
-    }
-}
-
-/// The error a [`RewriteBody`] ends with when its plan refuses a match: an ungranted
-/// placeholder, or a real value going where its secret is not granted.
-///
-/// It names the secret, what was found (placeholder or value, and the encoding) and where,
-/// never the bytes. Find it with `err.downcast_ref::<StreamRefused>()` on the body's error.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("sluice stopped the body: {refusal}, {place}")]
-pub struct StreamRefused {
-    /// The guard's refusal: the secret's id and name, the form found, the offset.
-    pub refusal: RefusedMatch,
-    /// Where the match was.
-    pub place: StreamPlace,
-}
-
-impl StreamRefused {
-    /// The refused secret's name.
-    #[cfg(test)]
-    pub(crate) fn secret(&self) -> &str {
-        &self.refusal.name
-    }
-}
-
-/// How a [`RewriteBody`] ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum End {
-    /// Every frame was rewritten and passed on.
-    Complete,
-    /// The plan refused a match; the body ended with a [`StreamRefused`] error.
-    Refused(StreamRefused),
-    /// The body did not decode (corrupt, truncated, over the bound); it ended with this
-    /// [`CodecError`].
-    Codec(CodecError),
-    /// A gRPC body could not be split into messages sluice can scan (compressed, over the
-    /// bound, cut short); it ended with this [`GrpcError`].
-    Grpc(GrpcError),
-    /// The guard failed otherwise (a bug); the body ended with this error.
-    Guard(GuardError),
-    /// The inner body failed; its error was passed on unchanged.
-    Inner,
-    /// The body was dropped before its end (the peer went away, or the message was
-    /// abandoned).
-    Cancelled,
-}
-
-/// What a [`RewriteBody`] did, reported once when it ends, for the audit log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    /// Per secret: swapped, redacted and kept, over the body and its trailers. Counts what
-    /// was passed on before an error, too: swapped bytes may have left already.
-    pub tally: Tally,
-    /// How the body ended.
-    pub end: End,
-    /// Bytes received from the inner body (as they came, still encoded).
-    pub bytes_in: u64,
-    /// Bytes passed on.
-    pub bytes_out: u64,
-}
-
-impl Outcome {
-    /// Whether the body ended normally.
-    #[cfg(test)]
-    pub(crate) fn is_complete(&self) -> bool {
-        self.end == End::Complete
-    }
-}
+pub(crate) use outcome::{End, Outcome, StreamPlace, StreamRefused};
 
 /// The callback that receives the [`Outcome`].
 pub(crate) type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
