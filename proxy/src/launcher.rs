@@ -10,10 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -259,7 +257,7 @@ fn write_bundle(run_dir: &Path, ca_pem: &str) -> std::io::Result<PathBuf> {
         ),
     }
     let path = run_dir.join("ca-bundle.pem");
-    write_private(&path, bundle.as_bytes(), 0o644)?;
+    crate::files::write_new(&path, bundle.as_bytes(), 0o644)?;
     Ok(path)
 }
 
@@ -268,17 +266,8 @@ fn write_secret_file(run_dir: &Path, secret: &str, value: &[u8]) -> std::io::Res
     let dir = run_dir.join("secrets");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(placeholder_name(secret).to_ascii_lowercase());
-    write_private(&path, value, 0o600)?;
+    crate::files::write_new(&path, value, 0o600)?;
     Ok(path)
-}
-
-fn write_private(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)?;
-    file.write_all(contents)
 }
 
 /// Copies a child's output stream to ours through the guard's redactor, flushing after

@@ -4,6 +4,7 @@
 
 mod cli;
 mod demo;
+mod files;
 mod launcher;
 
 fn main() -> std::process::ExitCode {

@@ -55,18 +55,11 @@ pub(crate) struct CheckArgs {
     after_help = "Example: sluice run --policy policy.yaml -- curl https://api.github.com/user"
 )]
 pub(crate) struct RunArgs {
-    /// The declaration (YAML or JSON).
-    #[arg(long)]
-    pub(crate) policy: PathBuf,
+    #[command(flatten)]
+    pub(crate) proxy: ProxyArgs,
     /// Where the audit log goes (default: ./sluice-audit.jsonl).
     #[arg(long)]
     pub(crate) audit_log: Option<PathBuf>,
-    /// A PEM file of extra roots for verifying upstreams (repeatable).
-    #[arg(long = "upstream-ca")]
-    pub(crate) upstream_ca: Vec<PathBuf>,
-    /// Pin HOST to IP instead of DNS, as curl's --resolve does (repeatable).
-    #[arg(long, value_parser = parse_resolve)]
-    pub(crate) resolve: Vec<Resolve>,
     /// The command and its arguments, after `--`; passed as given, never through a shell.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,
@@ -75,9 +68,8 @@ pub(crate) struct RunArgs {
 /// Arguments of `sluice serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// The declaration (YAML or JSON).
-    #[arg(long)]
-    pub(crate) policy: PathBuf,
+    #[command(flatten)]
+    pub(crate) proxy: ProxyArgs,
     /// Address to listen on; `127.0.0.1:0` picks a free port.
     #[arg(long)]
     pub(crate) listen: SocketAddr,
@@ -87,12 +79,44 @@ pub(crate) struct ServeArgs {
     /// Write the audit log here instead of RUN_DIR/audit.jsonl.
     #[arg(long)]
     pub(crate) audit_log: Option<PathBuf>,
+}
+
+/// What `run` and `serve` both take: the declaration, and how upstreams are reached.
+#[derive(Debug, Args)]
+pub(crate) struct ProxyArgs {
+    /// The declaration (YAML or JSON).
+    #[arg(long)]
+    pub(crate) policy: PathBuf,
     /// A PEM file of extra roots for verifying upstreams (repeatable).
     #[arg(long = "upstream-ca")]
     pub(crate) upstream_ca: Vec<PathBuf>,
     /// Pin HOST to IP instead of DNS, as curl's --resolve does (repeatable).
     #[arg(long, value_parser = parse_resolve)]
     pub(crate) resolve: Vec<Resolve>,
+}
+
+impl ProxyArgs {
+    /// The `--resolve` pins, as the proxy takes them.
+    pub(crate) fn pins(&self) -> Vec<(String, IpAddr)> {
+        self.resolve
+            .iter()
+            .map(|r| (r.host.clone(), r.ip))
+            .collect()
+    }
+}
+
+/// The runtime `run` and `serve` serve on; `None` (said on stderr) if it cannot start.
+pub(crate) fn runtime(command: &str) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(error) => {
+            eprintln!("sluice {command}: cannot start the runtime: {error}");
+            None
+        }
+    }
 }
 
 /// One `--resolve HOST=IP`.

@@ -8,7 +8,7 @@ use super::{RunArgs, load_policy};
 
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
     super::init_tracing_quiet();
-    let Some(policy) = load_policy(&args.policy) else {
+    let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };
     let config = LaunchConfig {
@@ -18,22 +18,11 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             .audit_log
             .clone()
             .unwrap_or_else(|| "sluice-audit.jsonl".into()),
-        upstream_ca: args.upstream_ca.clone(),
-        resolve: args
-            .resolve
-            .iter()
-            .map(|r| (r.host.clone(), r.ip))
-            .collect(),
+        upstream_ca: args.proxy.upstream_ca.clone(),
+        resolve: args.proxy.pins(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("sluice run: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = super::runtime("run") else {
+        return ExitCode::FAILURE;
     };
     match runtime.block_on(launch(config)) {
         Ok(code) => ExitCode::from(code),

@@ -6,8 +6,7 @@
 //! or SIGINT, then drains, flushes the audit log and exits 0.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -17,7 +16,7 @@ use super::{ServeArgs, load_policy};
 
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     super::init_tracing();
-    let Some(policy) = load_policy(&args.policy) else {
+    let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };
     if let Err(error) = prepare_run_dir(&args.run_dir) {
@@ -32,22 +31,11 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
         .clone()
         .unwrap_or_else(|| args.run_dir.join("audit.jsonl"));
     let mut config = ProxyConfig::new(policy, args.listen, audit_log);
-    config.upstream_ca = args.upstream_ca.clone();
+    config.upstream_ca = args.proxy.upstream_ca.clone();
     config.workers = default_workers();
-    config.resolve = args
-        .resolve
-        .iter()
-        .map(|r| (r.host.clone(), r.ip))
-        .collect();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("sluice serve: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+    config.resolve = args.proxy.pins();
+    let Some(runtime) = super::runtime("serve") else {
+        return ExitCode::FAILURE;
     };
     runtime.block_on(async {
         let proxy = match start(config).await {
@@ -111,16 +99,11 @@ fn placeholders_env(proxy: &sluice_proxy::Proxy) -> String {
         .collect()
 }
 
-/// Writes a file created with `mode` from the start, so it is never readable more widely.
+/// Writes a file of the run directory afresh (a file left by an earlier run is replaced),
+/// created with `mode` from the start.
 fn write_file(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
     let _ = fs::remove_file(path);
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)?;
-    file.write_all(contents)?;
-    file.sync_all()
+    crate::files::write_new(path, contents, mode)
 }
 
 async fn wait_for_signal() {

@@ -25,7 +25,7 @@ use std::fmt;
 use std::fs;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -333,17 +333,10 @@ fn mint_token() -> Result<Zeroizing<String>, DemoError> {
     Ok(Zeroizing::new(hex::encode(raw.as_ref())))
 }
 
-/// Writes a new file created with `mode` from the start (never readable more widely).
+/// Writes a new file created with `mode` from the start (never readable more widely); the
+/// error names the file.
 fn write_new(path: &Path, contents: &[u8], mode: u32) -> Result<(), String> {
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    file.write_all(contents)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| format!("{}: {e}", path.display()))
+    crate::files::write_new(path, contents, mode).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The declaration the demo loads, reading the token from `token_file`.
