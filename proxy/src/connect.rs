@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use sluice_guard::Guard;
 use sluice_policies::Reach;
 
 use crate::audit::EventKind;
@@ -33,17 +34,12 @@ pub(crate) async fn handle(
     shared: Arc<Shared>,
     slot: ConnSlot,
 ) -> Response<Body> {
-    let raw = request.uri().to_string();
-    let exchange = Exchange::new(&shared, "CONNECT").host(raw.as_str());
-    // A secret in the host name would leave with the first DNS lookup: refused here, on the
-    // target as sent.
-    if let Err(refusal) = check_authority(&shared.guard, &raw) {
-        return exchange.refuse(refusal);
-    }
-    // Only `host:port`: anything else names no tunnel.
-    let target = match Target::from_connect(request.uri()) {
+    let target = match connect_target(request.uri(), &shared.guard) {
         Ok(target) => target,
-        Err(refusal) => return exchange.refuse(refusal),
+        Err(refusal) => {
+            let raw = request.uri().to_string();
+            return Exchange::new(&shared, "CONNECT").host(raw).refuse(refusal);
+        }
     };
     // The egress decision, before anything is dialled.
     let exchange = Exchange::new(&shared, "CONNECT").host(target.authority());
@@ -66,6 +62,13 @@ pub(crate) async fn handle(
             established()
         }
     }
+}
+
+/// The target a CONNECT names: refused when it holds a secret (it would leave with the first
+/// DNS lookup; checked on the target as sent), or when it is not `host:port`.
+fn connect_target(uri: &http::Uri, guard: &Guard) -> Result<Target, Refusal> {
+    check_authority(guard, &uri.to_string())?;
+    Target::from_connect(uri)
 }
 
 fn established() -> Response<Body> {
@@ -180,5 +183,49 @@ async fn intercept<IO>(
             .serve_connection(io, service)
             .with_upgrades();
         serve_until_stopped(conn, shutdown, "intercepted").await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_policies::Policy;
+
+    use super::*;
+
+    #[test]
+    fn a_connect_target_is_host_port_and_holds_no_secret() {
+        let yaml = r#"
+version: 1
+secrets:
+  tok:
+    value: "Tok-Value-0001"
+    hosts: ["api.test"]
+"#;
+        let policy = Policy::parse(yaml, "connect.yaml").unwrap().policy;
+        let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+        let placeholder = guard
+            .placeholder(guard.id("tok").unwrap())
+            .as_str()
+            .to_owned();
+        let target = |raw: &str| connect_target(&raw.parse().unwrap(), &guard);
+        let api = target("API.test.:8443").unwrap();
+        assert_eq!((api.host.as_str(), api.port), ("api.test", 8443));
+        let cases = [
+            ("api.test", "bad-request".to_owned()),
+            ("api.test:0", "bad-request".into()),
+            ("Tok-Value-0001.api.test:443", "secret-value-refused".into()),
+            ("tok-value-0001.api.test:443", "secret-value-refused".into()),
+            (
+                &*format!("{placeholder}.api.test:443"),
+                "placeholder-not-granted".into(),
+            ),
+        ];
+        for (raw, code) in &cases {
+            let refusal = target(raw).unwrap_err();
+            assert_eq!(refusal.code.as_str(), code, "{raw}");
+            if refusal.secret.is_some() {
+                assert_eq!(refusal.location.as_deref(), Some("host"), "{raw}");
+            }
+        }
     }
 }

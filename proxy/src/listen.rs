@@ -103,15 +103,54 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
         };
         return exchange.refuse(Refusal::proxy_auth());
     }
-    if request.method() == Method::CONNECT {
-        return connect::handle(request, shared, slot).await;
-    }
-    if request.uri().scheme().is_some() {
-        return forward::plain(request, shared).await;
-    }
-    exchange
-        .path(request.uri().path())
-        .refuse(Refusal::bad_request(
+    match Route::of(request.method(), request.uri()) {
+        Route::Connect => connect::handle(request, shared, slot).await,
+        Route::Plain => forward::plain(request, shared).await,
+        Route::NotProxied => exchange.path(request.uri().path()).refuse(Refusal::bad_request(
             "sluice is a forward proxy: send CONNECT host:port, or an absolute-form http:// request",
-        ))
+        )),
+    }
+}
+
+/// What an authorised proxy request asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    /// A tunnel (`CONNECT host:port`).
+    Connect,
+    /// A request in the clear, absolute-form (`GET http://host/path`).
+    Plain,
+    /// An origin-form request (`GET /path`): sent to sluice as if it were the server.
+    NotProxied,
+}
+
+impl Route {
+    fn of(method: &Method, uri: &http::Uri) -> Self {
+        if method == Method::CONNECT {
+            Self::Connect
+        } else if uri.scheme().is_some() {
+            Self::Plain
+        } else {
+            Self::NotProxied
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_tunnels_absolute_forms_go_plain_and_origin_forms_are_not_proxied() {
+        let cases = [
+            (Method::CONNECT, "api.test:443", Route::Connect),
+            (Method::GET, "http://api.test/x", Route::Plain),
+            (Method::POST, "https://api.test/x", Route::Plain),
+            (Method::GET, "/x", Route::NotProxied),
+            (Method::OPTIONS, "*", Route::NotProxied),
+        ];
+        for (method, uri, route) in cases {
+            let uri: http::Uri = uri.parse().unwrap();
+            assert_eq!(Route::of(&method, &uri), route, "{method} {uri}");
+        }
+    }
 }

@@ -20,8 +20,8 @@ use http::request::Parts;
 use http::uri::Scheme;
 use http::{Method, Request, Response, Uri, Version};
 use hyper::body::Incoming;
-use sluice_guard::GuardError;
-use sluice_policies::Reach;
+use sluice_guard::{Guard, GuardError};
+use sluice_policies::{Policy, Reach};
 
 use crate::authority::{self, Target};
 use crate::body::Body;
@@ -64,7 +64,7 @@ async fn intercepted_steps(
     // Grants were decided for the tunnel's host: a request naming another goes nowhere.
     authority::check(&parts.uri, &parts.headers, &tunnel.target)?;
     // Heads over the limit, and framing two parsers could read two ways, are refused.
-    check_head(&parts, shared)?;
+    check_head(&parts, shared.limits.max_header_bytes)?;
     // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
     let upgrade = headers::upgrade_protocol(&parts.version, &parts.headers);
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
@@ -112,7 +112,7 @@ async fn intercepted_steps(
 pub(crate) async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
     let (parts, incoming) = request.into_parts();
     // The target: an `http://` URI naming a reachable host.
-    let target = match plain_target(&parts, &shared) {
+    let target = match plain_target(&parts, &shared.guard, &shared.policy) {
         Ok(target) => target,
         Err(refusal) => {
             // Logged with the host as sent: the audit log's redactor sees it exactly.
@@ -141,7 +141,7 @@ async fn plain_steps(
         authority::check(&Uri::from_static("/"), &parts.headers, target)?;
     }
     // Heads over the limit, and framing two parsers could read two ways, are refused.
-    check_head(&parts, shared)?;
+    check_head(&parts, shared.limits.max_header_bytes)?;
     // Hop-by-hop headers, the proxy's credentials among them, stop here; no upgrade in the
     // clear, so its headers go too.
     strip_hop_by_hop(&mut parts);
@@ -170,7 +170,7 @@ async fn plain_steps(
 }
 
 /// The target of a plain request: an `http://` URI naming a reachable host.
-fn plain_target(parts: &Parts, shared: &Shared) -> Result<Target, Refusal> {
+fn plain_target(parts: &Parts, guard: &Guard, policy: &Policy) -> Result<Target, Refusal> {
     if parts.uri.scheme() != Some(&Scheme::HTTP) {
         return Err(Refusal::bad_request(
             "only http:// targets may be proxied in the clear; use CONNECT for https",
@@ -181,10 +181,10 @@ fn plain_target(parts: &Parts, shared: &Shared) -> Result<Target, Refusal> {
         .authority()
         .ok_or_else(|| Refusal::bad_request("the request target has no host"))?;
     // A secret in the host name would leave with the first DNS lookup.
-    check_authority(&shared.guard, authority.as_str())?;
+    check_authority(guard, authority.as_str())?;
     let target = Target::parse(authority, Some(80))?;
     // The egress decision, as for a tunnel.
-    if let Reach::Denied(denied) = shared.policy.reach(&target.host, target.port) {
+    if let Reach::Denied(denied) = policy.reach(&target.host, target.port) {
         return Err(Refusal::host_not_allowed(
             &target.host,
             target.port,
@@ -215,8 +215,8 @@ fn no_nested_connect(parts: &Parts) -> Result<(), Refusal> {
 
 /// The head's size, exactly (hyper bounds its buffer, which usually stops such a head
 /// first), and its framing.
-fn check_head(parts: &Parts, shared: &Shared) -> Result<(), Refusal> {
-    headers::check_head_size(&parts.uri, &parts.headers, shared.limits.max_header_bytes)?;
+fn check_head(parts: &Parts, max_header_bytes: usize) -> Result<(), Refusal> {
+    headers::check_head_size(&parts.uri, &parts.headers, max_header_bytes)?;
     headers::check_framing(&parts.headers)
 }
 
@@ -286,4 +286,93 @@ async fn send(
         }
     };
     response::redact(response, is_head, shared, exchange).await
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn parts(request: http::request::Builder) -> Parts {
+        request.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn a_connect_inside_a_tunnel_is_refused_and_other_methods_pass() {
+        let connect = parts(
+            Request::builder()
+                .method(Method::CONNECT)
+                .uri("other.test:443"),
+        );
+        assert_eq!(no_nested_connect(&connect).unwrap_err().code, "bad-request");
+        for method in [Method::GET, Method::POST, Method::OPTIONS] {
+            assert!(no_nested_connect(&parts(Request::builder().method(method).uri("/"))).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_head_over_the_limit_or_framed_two_ways_is_refused() {
+        let big = parts(Request::builder().uri("/").header("x-big", "a".repeat(100)));
+        assert!(check_head(&big, 1000).is_ok());
+        assert_eq!(
+            check_head(&big, 50).unwrap_err().code,
+            "request-head-too-large"
+        );
+        let both = parts(
+            Request::builder()
+                .uri("/")
+                .header("content-length", "3")
+                .header("transfer-encoding", "chunked"),
+        );
+        assert_eq!(check_head(&both, 1000).unwrap_err().code, "bad-request");
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_host_stop_here() {
+        let mut p = parts(
+            Request::builder()
+                .uri("/")
+                .header("host", "api.test")
+                .header("proxy-authorization", "Basic eA==")
+                .header("connection", "x-hop")
+                .header("x-hop", "1")
+                .header("authorization", "Bearer t"),
+        );
+        strip_hop_by_hop(&mut p);
+        assert_eq!(p.headers.len(), 1, "{:?}", p.headers);
+        assert_eq!(
+            p.headers["authorization"],
+            HeaderValue::from_static("Bearer t")
+        );
+    }
+
+    #[test]
+    fn a_plain_target_is_an_http_uri_naming_a_reachable_host_without_a_secret() {
+        let yaml = r#"
+version: 1
+secrets:
+  tok:
+    value: "Tok-Value-0001"
+    hosts: ["api.test"]
+egress:
+  allow: ["open.test"]
+"#;
+        let policy = Policy::parse(yaml, "plain.yaml").unwrap().policy;
+        let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+        let target = |uri: &str| plain_target(&parts(Request::builder().uri(uri)), &guard, &policy);
+        let open = target("http://OPEN.test/x").unwrap();
+        assert_eq!((open.host.as_str(), open.port), ("open.test", 80));
+        assert_eq!(target("http://api.test:8080/").unwrap().port, 8080);
+        let cases = [
+            ("https://open.test/", "bad-request"),
+            ("http://closed.test/", "host-not-allowed"),
+            ("http://Tok-Value-0001.open.test/", "secret-value-refused"),
+            // Host names are case-insensitive: so is the search for a value in one.
+            ("http://tok-value-0001.open.test/", "secret-value-refused"),
+        ];
+        for (uri, code) in cases {
+            assert_eq!(target(uri).unwrap_err().code, code, "{uri}");
+        }
+    }
 }

@@ -398,11 +398,26 @@ impl<'a> Outbound<'a> {
 /// would carry them to a resolver. Checked on the authority exactly as the client sent it,
 /// before normalisation lowercases it.
 pub(crate) fn check_authority(guard: &Guard, raw: &str) -> Result<(), Refusal> {
-    let Some(hit) = guard.find_iter(raw.as_bytes()).next() else {
+    let raw = raw.as_bytes();
+    // Host names are compared without regard to case, and so are values in them: a lookup
+    // of a case-folded value carries it to a resolver just the same.
+    let found = guard
+        .find_iter(raw)
+        .next()
+        .map(|hit| (hit.secret, hit.form))
+        .or_else(|| {
+            let value = guard.values_in_name(raw).first().copied();
+            value.map(|secret| (secret, Form::Value(Encoding::Raw)))
+        })
+        .or_else(|| {
+            let placeholder = guard.placeholders_in_name(raw).first().copied();
+            placeholder.map(|secret| (secret, Form::Placeholder))
+        });
+    let Some((secret, form)) = found else {
         return Ok(());
     };
-    let secret = guard.name(hit.secret);
-    let (code, what) = match hit.form {
+    let secret = guard.name(secret);
+    let (code, what) = match form {
         Form::Placeholder => (Code::PlaceholderNotGranted, "a placeholder"),
         Form::Value(_) => (Code::SecretValueRefused, "the real value"),
     };
