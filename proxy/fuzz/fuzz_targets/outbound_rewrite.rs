@@ -3,10 +3,11 @@
 //! never panics, and it never forwards a real secret value toward a host that secret's
 //! declaration does not grant.
 //!
-//! The request goes through the public steps `forward.rs` takes, in its order: framing
-//! check, hop-by-hop removal, `Outbound::rewrite_head`, then the body under
-//! `Outbound::body_plan`, either buffered whole (decode, `Guard::rewrite`) or streamed
-//! (`RewriteBody` with the trailer plan, a decoder and an encoder when the body is coded).
+//! The request goes through the steps `proxy/src/forward/` takes, in its order, reached
+//! through the library's `fuzzing` door: the framing check, hop-by-hop removal,
+//! `Outbound::rewrite_head`, then the body step itself (`scan_body`, forward's own): read
+//! whole and rewritten when the case gives it a `Content-Length`, streamed through the
+//! rewriter otherwise, decoded and encoded again when it is coded.
 //!
 //! # The leak check, precisely
 //!
@@ -32,8 +33,9 @@
 //! inside `Basic` credentials does not shift the base64 alignment after it); `fixture()`
 //! asserts this. An occurrence is then always one the scan let through.
 //!
-//! Besides: when the fuzzer did not hand-code the body, the streamed body equals the
-//! one-shot `Guard::rewrite` of the whole body under the same plan, or both refuse.
+//! Besides: when the fuzzer did not hand-code the body, the forwarded body (read whole or
+//! streamed) equals the one-shot `Guard::rewrite` of the whole body under the same plan, or
+//! both refuse.
 //!
 //! The secrets are fixed fuzz values, so printing the case (`Debug`) is fine here.
 #![no_main]
@@ -52,14 +54,16 @@ use http::header::{CONTENT_ENCODING, CONTENT_TYPE, HOST};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use http_body::{Body as _, Frame};
-use http_body_util::BodyExt as _;
 use libfuzzer_sys::fuzz_target;
 use sluice_guard::{Encoding, Guard, GuardError, SecretValue};
 use sluice_policies::{Policy, Sink};
-use sluice_proxy::fuzzing::{self as headers, Body, BoxError, Refusal, Target};
+use sluice_proxy::Limits;
 use sluice_proxy::codec::{self, ContentCoding, Decoder, Encoder};
+use sluice_proxy::fuzzing::StreamRefused;
+use sluice_proxy::fuzzing::{
+    self as headers, Body, BodyStep, BoxError, Buffering, Refusal, StoppedBody, Target, scan_body,
+};
 use sluice_proxy::fuzzing::{Outbound, Place, PlanCache};
-use sluice_proxy::fuzzing::{RewriteBody, StreamRefused};
 
 /// `alpha` may go to api.alpha.test in the Authorization header, the query and the body;
 /// `beta` to beta.test (any port) in any header; `gamma` nowhere (redact-only).
@@ -131,6 +135,14 @@ struct Fixture {
 }
 
 static FIXTURE: LazyLock<Fixture> = LazyLock::new(fixture);
+
+/// The runtime the body step runs on (it bounds a buffered body's read with a timer).
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime")
+});
 
 fn fixture() -> Fixture {
     let loaded =
@@ -543,58 +555,32 @@ fuzz_target!(|case: Case| {
         assert_clean_header(&secrets, &format!("header {name}"), value.as_bytes());
     }
 
-    // The body: its plan and codings, as forward.rs asks for them.
+    // The body as a client sends it: coded when it says it is (unless the fuzzer coded it
+    // itself), with a Content-Length when the case says so (the real step then reads it
+    // whole before anything leaves), cut into frames, then the trailers.
     let plan = outbound.body_plan(&parts);
-    let codings = match codec::content_codings(&parts.headers) {
-        Ok(codings) => codings,
-        Err(e) => {
-            let why = format!("the request body cannot be scanned: {e}; send it uncompressed");
-            return assert_clean_refusal(fixture, Refusal::bad_request(why));
-        }
-    };
     let content = {
         let mut content = render(tokens, &case.body);
         content.truncate(64 * 1024);
         content
     };
-    let sent = if codings.is_empty() || case.coded_by_fuzzer {
-        content.clone()
-    } else {
-        let mut encoded = Vec::new();
-        let mut encoder = Encoder::new(&codings).expect("every decodable coding encodes");
-        encoder
-            .push(&content, &mut encoded)
-            .expect("encoding in memory");
-        encoder.finish(&mut encoded).expect("encoding in memory");
-        encoded
-    };
-
-    if case.buffered {
-        // Buffered whole, decoded, rewritten in one go (a body whose length must be recomputed).
-        let decoded = if codings.is_empty() {
-            sent
-        } else {
-            let mut decoded = Vec::new();
-            let done = Decoder::new(&codings, DECODED_LIMIT).and_then(|mut decoder| {
-                decoder.push(&sent, &mut decoded)?;
-                decoder.finish(&mut decoded)
-            });
-            if let Err(e) = done {
-                return assert_clean_refusal(
-                    fixture,
-                    Refusal::bad_request(format!("the request body: {e}")),
-                );
-            }
-            decoded
-        };
-        match fixture.guard.rewrite(&decoded, &plan) {
-            Ok(rewritten) => assert_clean(&secrets, "buffered body", rewritten.bytes()),
-            Err(e) => assert_clean_refusal(fixture, outbound.refusal(e, &Place::Body)),
+    let sent = match codec::content_codings(&parts.headers) {
+        Ok(codings) if !codings.is_empty() && !case.coded_by_fuzzer => {
+            let mut encoded = Vec::new();
+            let mut encoder = Encoder::new(&codings).expect("every decodable coding encodes");
+            encoder
+                .push(&content, &mut encoded)
+                .expect("encoding in memory");
+            encoder.finish(&mut encoded).expect("encoding in memory");
+            encoded
         }
-        return;
+        _ => content.clone(),
+    };
+    if case.buffered {
+        parts
+            .headers
+            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(sent.len()));
     }
-
-    // Streamed: frames cut where the case says, then the trailers.
     let mut cuts: Vec<usize> = case
         .cuts
         .iter()
@@ -613,29 +599,30 @@ fuzz_target!(|case: Case| {
     if has_trailers {
         frames.push_back(Frame::trailers(trailers));
     }
-    let mut streamed = RewriteBody::new(
-        Frames(frames).boxed(),
-        Arc::clone(&fixture.guard),
-        plan.clone(),
-        |_outcome| {},
-    )
-    .with_trailer_plan(outbound.plan(&Place::Trailers));
-    if !codings.is_empty() {
-        let coders = Decoder::new(&codings, DECODED_LIMIT)
-            .and_then(|decoder| Ok((decoder, Encoder::new(&codings)?)));
-        match coders {
-            Ok((decoder, encoder)) => {
-                streamed = streamed.with_decoder(decoder).with_encoder(encoder);
-            }
-            Err(e) => {
-                return assert_clean_refusal(
-                    fixture,
-                    Refusal::bad_request(format!("the request body: {e}")),
-                );
-            }
-        }
-    }
-    let mut streamed: Body = streamed.boxed();
+
+    // forward.rs's body step itself: read whole and rewritten, or streamed.
+    let limits = Limits {
+        max_decoded_body: DECODED_LIMIT,
+        ..Limits::default()
+    };
+    let step = BodyStep {
+        outbound: &outbound,
+        guard: &fixture.guard,
+        limits: &limits,
+        buffering: Buffering::WhenLengthKnown,
+    };
+    let stopped_body = StoppedBody::default();
+    let scanned = RUNTIME.block_on(scan_body(
+        step,
+        &mut parts,
+        Frames(frames),
+        &stopped_body,
+        |_tally| {},
+    ));
+    let mut streamed: Body = match scanned {
+        Ok(body) => body,
+        Err(refusal) => return assert_clean_refusal(fixture, refusal),
+    };
     let mut forwarded = Vec::new();
     let mut stopped: Option<Option<StreamRefused>> = None;
     while let Some(frame) = poll_now(&mut streamed) {
@@ -662,8 +649,10 @@ fuzz_target!(|case: Case| {
             }
         }
     }
+    // What the upstream reads: the body decoded from the coding it is sent in.
+    let codings = codec::content_codings(&parts.headers).unwrap_or_default();
     let decoded = decode_forwarded(&codings, &forwarded);
-    assert_clean(&secrets, "streamed body", &decoded);
+    assert_clean(&secrets, "forwarded body", &decoded);
 
     // The stream is the one-shot rewrite of the whole body, whatever the frames.
     if case.coded_by_fuzzer {

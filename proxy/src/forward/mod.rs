@@ -10,7 +10,7 @@
 //! The request body's policy lives in `request_body`, the WebSocket upgrade in `upgrade`,
 //! and the response's redaction in `rewrite::response`.
 
-mod request_body;
+pub(crate) mod request_body;
 mod upgrade;
 
 use std::sync::Arc;
@@ -34,7 +34,7 @@ use crate::rewrite::response;
 use crate::shared::Shared;
 use crate::tunnel::{Destination, Tunnel};
 
-use request_body::{Buffering, StoppedBody};
+use request_body::{BodyStep, Buffering, StoppedBody};
 
 /// A request inside an intercepted tunnel.
 pub(crate) async fn intercepted(
@@ -77,27 +77,25 @@ async fn intercepted_steps(
     // An upgrade's body is scanned whole before its handshake leaves: once the upstream
     // answers 101 the connection is joined, and a refusal could no longer stop it.
     if let Some(protocol) = upgrade {
+        let step = body_step(&outbound, shared, Buffering::Always);
         let body = request_body::scan(
-            &outbound,
+            step,
             &mut parts,
             incoming,
-            shared,
-            exchange,
             &stopped,
-            Buffering::Always,
+            exchange.reporter("body"),
         )
         .await?;
         return upgrade::exchange(parts, body, protocol, tunnel, shared, exchange).await;
     }
     // The body: read whole when its length is known and within the bound, else streamed.
+    let step = body_step(&outbound, shared, Buffering::WhenLengthKnown);
     let body = request_body::scan(
-        &outbound,
+        step,
         &mut parts,
         incoming,
-        shared,
-        exchange,
         &stopped,
-        Buffering::WhenLengthKnown,
+        exchange.reporter("body"),
     )
     .await?;
     // Upstream, and the response redacted on its way back.
@@ -150,14 +148,13 @@ async fn plain_steps(
     scan_head(&outbound, &mut parts, exchange)?;
     // The body: read whole when its length is known and within the bound, else streamed.
     let stopped = StoppedBody::default();
+    let step = body_step(&outbound, shared, Buffering::WhenLengthKnown);
     let body = request_body::scan(
-        &outbound,
+        step,
         &mut parts,
         incoming,
-        shared,
-        exchange,
         &stopped,
-        Buffering::WhenLengthKnown,
+        exchange.reporter("body"),
     )
     .await?;
     // Upstream, and the response redacted on its way back.
@@ -236,6 +233,19 @@ fn scan_head(
         exchange.record_tally(&swapped.place.label(), &swapped.tally);
     }
     Ok(())
+}
+
+fn body_step<'a>(
+    outbound: &'a Outbound<'a>,
+    shared: &'a Shared,
+    buffering: Buffering,
+) -> BodyStep<'a> {
+    BodyStep {
+        outbound,
+        guard: &shared.guard,
+        limits: &shared.limits,
+        buffering,
+    }
 }
 
 /// What the sending step needs to know of the scan: its plans, and whether it stopped the

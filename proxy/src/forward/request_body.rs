@@ -6,25 +6,24 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::HeaderValue;
 use http::header::CONTENT_LENGTH;
 use http::request::Parts;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
-use sluice_guard::OnPlaceholder;
+use sluice_guard::{Guard, OnPlaceholder, Tally};
 
-use crate::body::{self, Body};
+use crate::body::{self, Body, BoxError};
 use crate::codec::{self, Decoder, Encoder};
-use crate::exchange::Exchange;
+use crate::config::Limits;
 use crate::refusal::Refusal;
 use crate::rewrite::grpc;
 use crate::rewrite::request::{Outbound, Place};
 use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
-use crate::shared::Shared;
 
 /// When a request body is buffered and rewritten whole rather than streamed.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Buffering {
+pub enum Buffering {
     /// When its length is known and within the bound (so that a refusal sends nothing),
     /// and whenever a swap may change its length and `Content-Length` must be recomputed
     /// (or its coding re-encoded): `413` beyond the bound then.
@@ -33,20 +32,43 @@ pub(super) enum Buffering {
     Always,
 }
 
+/// What the body step is given besides the body: the scan's plans, the guard and the
+/// bounds, and whether the body must be read whole.
+#[derive(Clone, Copy)]
+pub struct BodyStep<'a> {
+    /// The request's scan (its body plan and trailer plan, and how a refusal reads).
+    pub outbound: &'a Outbound<'a>,
+    /// The guard the plans are for.
+    pub guard: &'a Arc<Guard>,
+    /// `max_buffered_body`, `body_read_timeout` and `max_decoded_body`.
+    pub limits: &'a Limits,
+    /// Whether the body must be read whole whatever its framing.
+    pub buffering: Buffering,
+}
+
 /// The request body on its way out: scanned as it streams, or buffered up to the bound and
-/// rewritten whole (see [`Buffering`]).
-pub(super) async fn scan(
-    outbound: &Outbound<'_>,
+/// rewritten whole (see [`Buffering`]). `report` gets what was swapped and kept, once; a
+/// streamed body that a refusal stopped leaves that refusal in `stopped`.
+pub async fn scan<B>(
+    step: BodyStep<'_>,
     parts: &mut Parts,
-    incoming: Incoming,
-    shared: &Arc<Shared>,
-    exchange: &Exchange,
+    incoming: B,
     stopped: &StoppedBody,
-    buffering: Buffering,
-) -> Result<Body, Refusal> {
+    report: impl FnOnce(&Tally) + Send + 'static,
+) -> Result<Body, Refusal>
+where
+    B: http_body::Body<Data = Bytes> + Send + Sync + 'static,
+    B::Error: Into<BoxError>,
+{
+    let BodyStep {
+        outbound,
+        guard,
+        limits,
+        buffering,
+    } = step;
     // A run with no secret has nothing to find: the body passes as it came.
-    if shared.guard.is_empty() {
-        return Ok(body::incoming(incoming));
+    if guard.is_empty() {
+        return Ok(boxed(incoming));
     }
     // No body at all (a GET): nothing to scan, and none goes on (no streaming rewriter is
     // set up for it, and the upstream request keeps the client's framing: none).
@@ -60,11 +82,10 @@ pub(super) async fn scan(
         ))
     })?;
     let may_change = !codings.is_empty()
-        || shared
-            .guard
+        || guard
             .ids()
             .any(|id| plan.on_placeholder(id) == OnPlaceholder::Swap);
-    let limit = shared.limits.max_buffered_body;
+    let limit = limits.max_buffered_body;
     let declared = match parts.headers.get(CONTENT_LENGTH) {
         None => None,
         Some(value) => Some(
@@ -87,7 +108,7 @@ pub(super) async fn scan(
             return Err(Refusal::too_large(limit));
         }
         // Bounded in time as in size: a trickled body would hold its buffer for ever.
-        let timeout = shared.limits.body_read_timeout;
+        let timeout = limits.body_read_timeout;
         let collected = tokio::time::timeout(
             timeout,
             http_body_util::Limited::new(incoming, limit).collect(),
@@ -108,11 +129,10 @@ pub(super) async fn scan(
                 .map_err(|e| Refusal::request_codec(&e))?;
             out
         };
-        let rewritten = shared
-            .guard
+        let rewritten = guard
             .rewrite(&decoded, &plan)
             .map_err(|e| outbound.refusal(e, &Place::Body))?;
-        exchange.record_tally("body", rewritten.tally());
+        report(rewritten.tally());
         let mut bytes = rewritten.into_bytes();
         if !codings.is_empty() {
             let mut encoded = Vec::new();
@@ -134,21 +154,19 @@ pub(super) async fn scan(
     // Streamed: a refusal mid-body aborts the upstream request before the match leaves, and
     // is kept so that the client is told why.
     let report = {
-        let log_report = exchange.reporter("body");
         let stopped = stopped.clone();
         move |outcome: Outcome| {
             if let End::Refused(refused) = &outcome.end {
                 stopped.set(refused.clone());
             }
-            log_report(&outcome.tally);
+            report(&outcome.tally);
         }
     };
-    let mut streamed =
-        RewriteBody::new(body::incoming(incoming), shared.guard.clone(), plan, report)
-            // Trailers are no grantable place: nothing is swapped into them.
-            .with_trailer_plan(outbound.plan(&Place::Trailers));
+    let mut streamed = RewriteBody::new(boxed(incoming), guard.clone(), plan, report)
+        // Trailers are no grantable place: nothing is swapped into them.
+        .with_trailer_plan(outbound.plan(&Place::Trailers));
     if !codings.is_empty() {
-        let limit = shared.limits.max_decoded_body;
+        let limit = limits.max_decoded_body;
         let decoder = Decoder::new(&codings, limit).map_err(|e| Refusal::request_codec(&e))?;
         let encoder = Encoder::new(&codings).map_err(|e| Refusal::request_codec(&e))?;
         streamed = streamed.with_decoder(decoder).with_encoder(encoder);
@@ -161,18 +179,28 @@ pub(super) async fn scan(
     Ok(BodyExt::boxed(streamed))
 }
 
+/// Any body, as the rewriter and the upstream leg take it.
+fn boxed<B>(incoming: B) -> Body
+where
+    B: http_body::Body<Data = Bytes> + Send + Sync + 'static,
+    B::Error: Into<BoxError>,
+{
+    BodyExt::boxed(incoming.map_err(Into::into))
+}
+
 /// Where a streamed request body leaves the refusal that stopped it. hyper reports a body
 /// error to the caller only as a failed exchange (and over HTTP/2 as a reset stream), so
 /// the body's own report is the reliable witness.
 #[derive(Clone, Default)]
-pub(super) struct StoppedBody(Arc<std::sync::Mutex<Option<StreamRefused>>>);
+pub struct StoppedBody(Arc<std::sync::Mutex<Option<StreamRefused>>>);
 
 impl StoppedBody {
     fn set(&self, refused: StreamRefused) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(refused);
     }
 
-    pub(super) fn take(&self) -> Option<StreamRefused> {
+    /// The refusal that stopped the body, if one did.
+    pub fn take(&self) -> Option<StreamRefused> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }

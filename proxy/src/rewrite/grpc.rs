@@ -22,7 +22,7 @@ pub(crate) const PREFIX: usize = 5;
 /// Why a gRPC body cannot be rewritten message by message. Never carries message bytes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum GrpcError {
+pub(crate) enum GrpcError {
     /// A message is compressed (flag 1, in the coding `grpc-encoding` names): sluice does not
     /// decode gRPC message codings, so it cannot scan it.
     #[error("a compressed gRPC message cannot be scanned; send messages uncompressed")]

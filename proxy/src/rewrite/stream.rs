@@ -59,7 +59,7 @@ pub(crate) type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
 /// hold; each output frame comes from one slice (grown or shrunk by what was replaced in
 /// it: a redaction writes a placeholder over a value, which may be longer). See
 /// [`RewriteBody::buffered`].
-pub struct RewriteBody {
+pub(crate) struct RewriteBody {
     inner: Body,
     guard: Arc<Guard>,
     /// The body's plan; the rewriter holds its own copy.
@@ -160,7 +160,7 @@ impl Failure {
 
 impl RewriteBody {
     /// Rewrites `inner` under `plan` (body and trailers), calling `report` once when it ends.
-    pub fn new(
+    pub(crate) fn new(
         inner: Body,
         guard: Arc<Guard>,
         plan: Plan,
@@ -202,19 +202,19 @@ impl RewriteBody {
 
     /// Decodes the inner body before rewriting it (its `Content-Encoding`, bounded); the
     /// output stays decoded unless an encoder is set too.
-    pub fn with_decoder(mut self, decoder: Decoder) -> Self {
+    pub(crate) fn with_decoder(mut self, decoder: Decoder) -> Self {
         self.decoder = Some(decoder);
         self
     }
 
     /// Encodes the rewritten body again (a request body sent on in the coding it came in).
-    pub fn with_encoder(mut self, encoder: Encoder) -> Self {
+    pub(crate) fn with_encoder(mut self, encoder: Encoder) -> Self {
         self.encoder = Some(encoder);
         self
     }
 
     /// A different plan for the trailers (by default, the body's).
-    pub fn with_trailer_plan(mut self, plan: Plan) -> Self {
+    pub(crate) fn with_trailer_plan(mut self, plan: Plan) -> Self {
         self.trailer_plan = Some(plan);
         self
     }

@@ -59,7 +59,7 @@ impl StreamRefused {
 /// How a [`RewriteBody`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum End {
+pub(crate) enum End {
     /// Every frame was rewritten and passed on.
     Complete,
     /// The plan refused a match; the body ended with a [`StreamRefused`] error.
@@ -81,7 +81,7 @@ pub enum End {
 
 /// What a [`RewriteBody`] did, reported once when it ends, for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Per secret: swapped, redacted and kept, over the body and its trailers. Counts what
     /// was passed on before an error, too: swapped bytes may have left already.
     pub tally: Tally,
