@@ -125,6 +125,37 @@ async fn missing_or_wrong_proxy_credentials_get_407() {
 }
 
 #[tokio::test]
+async fn a_malformed_connect_target_is_refused_and_audited() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let auth = client::basic_auth(&proxy.url());
+    // No port, port 0, a port no u16 holds, userinfo: each names no tunnel.
+    let targets = ["api.test", "api.test:0", "api.test:99999", "user@api.test:443"];
+    for target in targets {
+        let refused = client::connect(proxy.addr(), target, Some(&auth))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.status(), 400, "{target}: {}", refused.head);
+        assert!(
+            refused
+                .head
+                .to_ascii_lowercase()
+                .contains("sluice-error: bad-request"),
+            "{target}: {}",
+            refused.head
+        );
+    }
+    assert_eq!(upstream.connections(), 0);
+    let audit = proxy.stop().await;
+    // Every refusal is in the audit log: one `refuse` event per malformed CONNECT.
+    let refused: Vec<&String> = audit
+        .iter()
+        .filter(|l| is_event(l, "refuse") && l.contains("\"method\":\"CONNECT\""))
+        .collect();
+    assert_eq!(refused.len(), targets.len(), "{audit:#?}");
+    assert!(refused.iter().all(|l| l.contains("\"reason\":\"bad-request\"")));
+}
+
+#[tokio::test]
 async fn unlisted_hosts_are_refused_before_any_dial() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
     let authority = format!("unlisted.test:{}", upstream.port());
