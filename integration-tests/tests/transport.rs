@@ -129,7 +129,12 @@ async fn a_malformed_connect_target_is_refused_and_audited() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
     let auth = client::basic_auth(&proxy.url());
     // No port, port 0, a port no u16 holds, userinfo: each names no tunnel.
-    let targets = ["api.test", "api.test:0", "api.test:99999", "user@api.test:443"];
+    let targets = [
+        "api.test",
+        "api.test:0",
+        "api.test:99999",
+        "user@api.test:443",
+    ];
     for target in targets {
         let refused = client::connect(proxy.addr(), target, Some(&auth))
             .await
@@ -152,7 +157,11 @@ async fn a_malformed_connect_target_is_refused_and_audited() {
         .filter(|l| is_event(l, "refuse") && l.contains("\"method\":\"CONNECT\""))
         .collect();
     assert_eq!(refused.len(), targets.len(), "{audit:#?}");
-    assert!(refused.iter().all(|l| l.contains("\"reason\":\"bad-request\"")));
+    assert!(
+        refused
+            .iter()
+            .all(|l| l.contains("\"reason\":\"bad-request\""))
+    );
 }
 
 #[tokio::test]

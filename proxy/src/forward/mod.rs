@@ -73,31 +73,22 @@ async fn intercepted_steps(
     let outbound =
         Outbound::new(&shared.guard, &shared.policy, &tunnel.target).with_cache(&tunnel.plans);
     scan_head(&outbound, &mut parts, exchange)?;
-    let stopped = StoppedBody::default();
-    // An upgrade's body is scanned whole before its handshake leaves: once the upstream
-    // answers 101 the connection is joined, and a refusal could no longer stop it.
-    if let Some(protocol) = upgrade {
-        let step = body_step(&outbound, shared, Buffering::Always);
-        let body = request_body::scan(
-            step,
-            &mut parts,
-            incoming,
-            &stopped,
-            exchange.reporter("body"),
-        )
-        .await?;
-        return upgrade::exchange(parts, body, protocol, tunnel, shared, exchange).await;
-    }
     // The body: read whole when its length is known and within the bound, else streamed.
-    let step = body_step(&outbound, shared, Buffering::WhenLengthKnown);
-    let body = request_body::scan(
-        step,
-        &mut parts,
-        incoming,
-        &stopped,
-        exchange.reporter("body"),
+    // An upgrade's is always read whole before its handshake leaves: once the upstream
+    // answers 101 the connection is joined, and a refusal could no longer stop it.
+    let buffering = match upgrade {
+        Some(_) => Buffering::Always,
+        None => Buffering::WhenLengthKnown,
+    };
+    let stopped = StoppedBody::default();
+    let body = scan_body(
+        &outbound, &mut parts, incoming, &stopped, buffering, shared, exchange,
     )
     .await?;
+    // An upgrade (WebSocket) goes on a connection of its own, joined on 101.
+    if let Some(protocol) = upgrade {
+        return upgrade::exchange(parts, body, protocol, tunnel, shared, exchange).await;
+    }
     // Upstream, and the response redacted on its way back.
     let sent = Sent {
         outbound: &outbound,
@@ -148,13 +139,9 @@ async fn plain_steps(
     scan_head(&outbound, &mut parts, exchange)?;
     // The body: read whole when its length is known and within the bound, else streamed.
     let stopped = StoppedBody::default();
-    let step = body_step(&outbound, shared, Buffering::WhenLengthKnown);
-    let body = request_body::scan(
-        step,
-        &mut parts,
-        incoming,
-        &stopped,
-        exchange.reporter("body"),
+    let buffering = Buffering::WhenLengthKnown;
+    let body = scan_body(
+        &outbound, &mut parts, incoming, &stopped, buffering, shared, exchange,
     )
     .await?;
     // Upstream, and the response redacted on its way back.
@@ -235,17 +222,23 @@ fn scan_head(
     Ok(())
 }
 
-fn body_step<'a>(
-    outbound: &'a Outbound<'a>,
-    shared: &'a Shared,
+/// The body step (`request_body`), with this proxy's guard and bounds, its tally recorded.
+async fn scan_body(
+    outbound: &Outbound<'_>,
+    parts: &mut Parts,
+    incoming: Incoming,
+    stopped: &StoppedBody,
     buffering: Buffering,
-) -> BodyStep<'a> {
-    BodyStep {
+    shared: &Shared,
+    exchange: &Exchange,
+) -> Result<Body, Refusal> {
+    let step = BodyStep {
         outbound,
         guard: &shared.guard,
         limits: &shared.limits,
         buffering,
-    }
+    };
+    request_body::scan(step, parts, incoming, stopped, exchange.reporter("body")).await
 }
 
 /// What the sending step needs to know of the scan: its plans, and whether it stopped the
