@@ -14,8 +14,8 @@ use crate::pki::Proto;
 
 mod cells;
 
-use cells::{met, per, status_cell};
 pub(crate) use cells::{latency, mib, ratio};
+use cells::{met, per, status_cell};
 
 /// What a phase does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
