@@ -526,6 +526,39 @@ impl Guard {
         self.in_name(name, true)
     }
 
+    /// `text` with every value form it holds, matched without regard to ASCII case, replaced
+    /// by its secret's placeholder; `None` when it holds none. Overlapping matches are
+    /// resolved leftmost first, the longest at each start.
+    pub(crate) fn redact_case_folded(&self, text: &[u8]) -> Option<Vec<u8>> {
+        if text.len() < self.shortest_name_pattern {
+            return None;
+        }
+        let mut hits: Vec<(usize, usize, SecretId)> = self
+            .names
+            .find_overlapping_iter(text)
+            .filter_map(|m| {
+                let (secret, is_placeholder) = self.name_secrets[m.pattern().as_usize()];
+                (!is_placeholder).then_some((m.start(), m.end(), secret))
+            })
+            .collect();
+        if hits.is_empty() {
+            return None;
+        }
+        hits.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut out = Vec::with_capacity(text.len());
+        let mut at = 0;
+        for (start, end, secret) in hits {
+            if start < at {
+                continue;
+            }
+            out.extend_from_slice(&text[at..start]);
+            out.extend_from_slice(self.placeholder(secret).as_str().as_bytes());
+            at = end;
+        }
+        out.extend_from_slice(&text[at..]);
+        Some(out)
+    }
+
     /// The secrets whose values (or, with `placeholders`, placeholders) `name` holds.
     fn in_name(&self, name: &[u8], placeholders: bool) -> Vec<SecretId> {
         let mut found = Vec::new();
@@ -827,6 +860,25 @@ mod tests {
             );
             let refused = g.rewrite(escaped.as_bytes(), &crate::Plan::refuse_all(&g));
             assert!(matches!(refused, Err(GuardError::Refused(_))), "{escaped}");
+        }
+    }
+
+    #[test]
+    fn text_is_redacted_in_any_letter_case() {
+        let g = guard(&[("k", "Secret-Value-0001"), ("l", "Other-Value-0002")]).unwrap();
+        let k = g.placeholder(g.id("k").unwrap()).as_str().to_owned();
+        let l = g.placeholder(g.id("l").unwrap()).as_str().to_owned();
+        let cases = [
+            ("sni secret-value-0001.test", format!("sni {k}.test")),
+            (
+                "SECRET-VALUE-0001 and other-value-0002",
+                format!("{k} and {l}"),
+            ),
+            ("exact Secret-Value-0001", format!("exact {k}")),
+            ("nothing here", "nothing here".to_owned()),
+        ];
+        for (text, want) in cases {
+            assert_eq!(g.redact_string(text.to_owned()), want, "{text}");
         }
     }
 

@@ -249,11 +249,20 @@ impl Guard {
     /// [`Guard::redact_str`] for text the caller owns, handed back as it is when it holds
     /// nothing: most text holds nothing (every audit field goes through here), and then
     /// there is no plan to make and nothing to copy.
+    ///
+    /// Text is redacted in any letter case too: text quoted into a log line, an audit event
+    /// or a refusal has often been case-folded on the way (a host name, a TLS SNI, a coding
+    /// name), where the exact scan alone would miss a value in it.
     pub fn redact_string(&self, text: String) -> String {
-        if !self.is_match(text.as_bytes()) {
-            return text;
+        let text = if self.is_match(text.as_bytes()) {
+            String::from_utf8_lossy(self.redact(text.as_bytes()).bytes()).into_owned()
+        } else {
+            text
+        };
+        match self.redact_case_folded(text.as_bytes()) {
+            Some(folded) => String::from_utf8_lossy(&folded).into_owned(),
+            None => text,
         }
-        String::from_utf8_lossy(self.redact(text.as_bytes()).bytes()).into_owned()
     }
 
     /// Whether [`Guard::rewrite_header_value`] could find anything in `value`: a match as it

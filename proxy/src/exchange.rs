@@ -81,13 +81,14 @@ impl Exchange {
 
     /// The one refusal path: records the refusal, then builds the response the client gets.
     pub(crate) fn refuse(&self, refusal: Refusal) -> Response<Body> {
-        self.record_refusal(&refusal);
+        if !refusal.audited {
+            self.record_refusal(&refusal);
+        }
         refusal.into_response(&self.shared.guard)
     }
 
-    /// Records a refusal that no response can carry (a TLS handshake refused inside a
-    /// tunnel already answered `200`): the audit event and the log line of
-    /// [`Exchange::refuse`], nothing on the wire.
+    /// Records a refusal that no response can carry (a streamed body cut after its head
+    /// went): the audit event and the log line of [`Exchange::refuse`], nothing on the wire.
     pub(crate) fn record_refusal(&self, refusal: &Refusal) {
         let mut event = self
             .event(refusal.code.event_kind())
@@ -146,12 +147,19 @@ impl Exchange {
         }
     }
 
-    /// The callback a streamed body reports its tally to when it ends.
-    pub(crate) fn reporter(&self, location: &'static str) -> impl FnOnce(&Tally) + Send + 'static {
+    /// The callback a body reports to when it ends: its tally, and the refusal it was cut
+    /// short by, if sluice cut it.
+    pub(crate) fn reporter(
+        &self,
+        location: &'static str,
+    ) -> impl FnOnce(&Tally, Option<Refusal>) + Send + 'static {
         let exchange = self.clone();
-        move |tally: &Tally| {
+        move |tally: &Tally, cut: Option<Refusal>| {
             exchange.record_tally(location, tally);
             exchange.record_redactions(location, tally);
+            if let Some(refusal) = cut {
+                exchange.record_refusal(&refusal);
+            }
         }
     }
 }

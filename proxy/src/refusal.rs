@@ -130,6 +130,9 @@ pub struct Refusal {
     pub secret: Option<String>,
     /// Where in the request the refused match was (`header:authorization`, `query`, ...).
     pub location: Option<String>,
+    /// Whether the audit log has it already (a streamed body's cut is recorded as it
+    /// happens): the one refusal path then only answers it.
+    pub(crate) audited: bool,
 }
 
 impl Refusal {
@@ -326,7 +329,14 @@ impl Refusal {
             fault,
             secret: None,
             location: None,
+            audited: false,
         }
+    }
+
+    /// The same refusal, already in the audit log.
+    pub(crate) fn audited(mut self) -> Self {
+        self.audited = true;
+        self
     }
 
     /// The response sent to the client: the status, a `sluice-error` header and the one-line
@@ -335,11 +345,8 @@ impl Refusal {
     /// client or an upstream chose (a host, a Host header, a coding name), which could spell
     /// a value.
     pub fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
-        let mut line = if guard.is_match(self.message.as_bytes()) {
-            guard.redact_str(&self.message)
-        } else {
-            self.message
-        };
+        // In any letter case: a quoted coding name or host has been lowercased on the way.
+        let mut line = guard.redact_string(self.message);
         line.push('\n');
         let mut response = Response::new(body::full(Bytes::from(line)));
         *response.status_mut() = self.status;
@@ -390,6 +397,36 @@ mod tests {
         let text = String::from_utf8(body.to_bytes().to_vec()).unwrap();
         assert!(!text.contains("very-secret-value-42"), "{text}");
         assert!(text.contains("SLUICE_TOK_0123456789abcdef.test"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_message_quoting_a_case_folded_value_is_redacted_on_the_wire() {
+        let mut builder = Guard::builder();
+        builder
+            .add(
+                "tok",
+                Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap(),
+                SecretValue::from("Very-Secret-Value-42"),
+            )
+            .unwrap();
+        let guard = builder.build().unwrap();
+        // What a coding name or a host looks like once the peer's text has been lowercased.
+        let refusal = Refusal::bad_gateway(
+            Code::UpstreamEncoding,
+            "content coding `very-secret-value-42` is not supported",
+        );
+        let body = refusal
+            .into_response(&guard)
+            .into_body()
+            .collect()
+            .await
+            .unwrap();
+        let text = String::from_utf8(body.to_bytes().to_vec()).unwrap();
+        assert!(
+            !text.to_ascii_lowercase().contains("very-secret-value-42"),
+            "{text}"
+        );
+        assert!(text.contains("SLUICE_TOK_0123456789abcdef"), "{text}");
     }
 
     #[test]

@@ -617,7 +617,7 @@ fuzz_target!(|case: Case| {
         &mut parts,
         Frames(frames),
         &stopped_body,
-        |_tally| {},
+        |_tally, _cut| {},
     ));
     let mut streamed: Body = match scanned {
         Ok(body) => body,

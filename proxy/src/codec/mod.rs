@@ -231,6 +231,17 @@ pub fn body_codings(headers: &HeaderMap) -> Result<Vec<ContentCoding>, CodecErro
     Ok(codings)
 }
 
+/// Whether `Transfer-Encoding` names a coding besides `chunked` (or cannot be read): a body
+/// hyper hands over still coded.
+pub fn has_transfer_coding(headers: &HeaderMap) -> bool {
+    match elements(headers.get_all(header::TRANSFER_ENCODING)) {
+        Ok(names) => names
+            .iter()
+            .any(|name| !name.eq_ignore_ascii_case("chunked")),
+        Err(_) => true,
+    }
+}
+
 /// [`content_codings`] over the `Content-Encoding` field values themselves.
 ///
 /// # Errors

@@ -15,10 +15,10 @@ mod upgrade;
 
 use std::sync::Arc;
 
-use http::header::{ACCEPT_ENCODING, HOST};
+use http::header::{ACCEPT_ENCODING, HOST, HeaderName};
 use http::request::Parts;
 use http::uri::Scheme;
-use http::{Method, Request, Response, Uri, Version};
+use http::{HeaderValue, Method, Request, Response, Uri, Version};
 use hyper::body::Incoming;
 use sluice_guard::{Guard, GuardError};
 use sluice_policies::{Policy, Reach};
@@ -35,6 +35,9 @@ use crate::shared::Shared;
 use crate::tunnel::{Destination, Tunnel};
 
 use request_body::{BodyStep, Buffering, StoppedBody};
+
+/// The message codings a gRPC client accepts in responses.
+const GRPC_ACCEPT_ENCODING: HeaderName = HeaderName::from_static("grpc-accept-encoding");
 
 /// A request inside an intercepted tunnel.
 pub(crate) async fn intercepted(
@@ -123,14 +126,13 @@ async fn plain_steps(
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
-    // Fail closed: without a working audit log, nothing is proxied.
-    audit_is_healthy(shared)?;
+    // (The listener has checked the audit log and the head's size for this request.)
     // A `Host` header, when sent, must name the target the egress decision was made for.
     if parts.headers.contains_key(HOST) {
         authority::check(&Uri::from_static("/"), &parts.headers, target)?;
     }
-    // Heads over the limit, and framing two parsers could read two ways, are refused.
-    check_head(&parts, shared.limits.max_header_bytes)?;
+    // Framing two parsers could read two ways is refused, never repaired.
+    headers::check_framing(&parts.headers)?;
     // Hop-by-hop headers, the proxy's credentials among them, stop here; no upgrade in the
     // clear, so its headers go too.
     strip_hop_by_hop(&mut parts);
@@ -258,11 +260,17 @@ async fn send(
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
-    // Responses must come back in a coding sluice can decode, to be scanned.
+    // Responses must come back in a coding sluice can decode, to be scanned; and gRPC
+    // messages uncompressed, since sluice does not undo gRPC's message codings.
     if parts.headers.contains_key(ACCEPT_ENCODING) {
         parts
             .headers
             .insert(ACCEPT_ENCODING, codec::accept_encoding());
+    }
+    if parts.headers.contains_key(GRPC_ACCEPT_ENCODING) {
+        parts
+            .headers
+            .insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
     }
     parts.headers.insert(HOST, destination.host_header());
     parts.uri = destination.uri(parts.uri.path_and_query())?;
@@ -276,16 +284,22 @@ async fn send(
     {
         Ok(response) => response,
         Err(error) => {
-            if let Some(refused) = sent.stopped.take() {
-                let refused = GuardError::Refused(refused.refusal);
-                return Err(sent.outbound.refusal(refused, &Place::Body));
-            }
-            let timeouts = shared.upstream.timeouts();
-            return Err(Refusal::from_send(
-                &error,
-                timeouts,
-                destination.authority(),
-            ));
+            // A body sluice stopped is the refusal it is, not an upstream failure.
+            let refusal = match sent.stopped.take() {
+                Some(refused) => {
+                    let refused = GuardError::Refused(refused.refusal);
+                    sent.outbound.refusal(refused, &Place::Body)
+                }
+                None => {
+                    Refusal::from_send(&error, shared.upstream.timeouts(), destination.authority())
+                }
+            };
+            // A body sluice cut was recorded by its own report, as it was cut.
+            return Err(if sent.stopped.was_cut() {
+                refusal.audited()
+            } else {
+                refusal
+            });
         }
     };
     response::redact(response, is_head, shared, exchange).await

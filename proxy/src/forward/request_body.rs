@@ -19,7 +19,7 @@ use crate::config::Limits;
 use crate::refusal::Refusal;
 use crate::rewrite::grpc;
 use crate::rewrite::request::{Outbound, Place};
-use crate::rewrite::stream::{End, Outcome, RewriteBody, StreamRefused};
+use crate::rewrite::stream::{End, Leg, Outcome, RewriteBody, StreamRefused};
 
 /// When a request body is buffered and rewritten whole rather than streamed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -47,14 +47,15 @@ pub struct BodyStep<'a> {
 }
 
 /// The request body on its way out: scanned as it streams, or buffered up to the bound and
-/// rewritten whole (see [`Buffering`]). `report` gets what was swapped and kept, once; a
-/// streamed body that a refusal stopped leaves that refusal in `stopped`.
+/// rewritten whole (see [`Buffering`]). `report` gets what was swapped and kept, once, and
+/// the refusal a streamed body was cut short by, if sluice cut it; a streamed body that a
+/// refusal stopped also leaves that refusal in `stopped`.
 pub async fn scan<B>(
     step: BodyStep<'_>,
     parts: &mut Parts,
     incoming: B,
     stopped: &StoppedBody,
-    report: impl FnOnce(&Tally) + Send + 'static,
+    report: impl FnOnce(&Tally, Option<Refusal>) + Send + 'static,
 ) -> Result<Body, Refusal>
 where
     B: http_body::Body<Data = Bytes> + Send + Sync + 'static,
@@ -132,7 +133,7 @@ where
         let rewritten = guard
             .rewrite(&decoded, &plan)
             .map_err(|e| outbound.refusal(e, &Place::Body))?;
-        report(rewritten.tally());
+        report(rewritten.tally(), None);
         let mut bytes = rewritten.into_bytes();
         if !codings.is_empty() {
             let mut encoded = Vec::new();
@@ -156,10 +157,9 @@ where
     let report = {
         let stopped = stopped.clone();
         move |outcome: Outcome| {
-            if let End::Refused(refused) = &outcome.end {
-                stopped.set(refused.clone());
-            }
-            report(&outcome.tally);
+            let cut = outcome.end.as_refusal(Leg::Request);
+            stopped.set(&outcome.end, cut.is_some());
+            report(&outcome.tally, cut);
         }
     };
     let mut streamed = RewriteBody::new(boxed(incoming), guard.clone(), plan, report)
@@ -188,19 +188,113 @@ where
     BodyExt::boxed(incoming.map_err(Into::into))
 }
 
-/// Where a streamed request body leaves the refusal that stopped it. hyper reports a body
-/// error to the caller only as a failed exchange (and over HTTP/2 as a reset stream), so
-/// the body's own report is the reliable witness.
+/// Where a streamed request body leaves the refusal that stopped it, and whether sluice cut
+/// it at all. hyper reports a body error to the caller only as a failed exchange (and over
+/// HTTP/2 as a reset stream), so the body's own report is the reliable witness; and since
+/// that report has put the cut in the audit log, the failed exchange is not recorded again.
 #[derive(Clone, Default)]
-pub struct StoppedBody(Arc<std::sync::Mutex<Option<StreamRefused>>>);
+pub struct StoppedBody(Arc<std::sync::Mutex<Stopped>>);
+
+#[derive(Default)]
+struct Stopped {
+    refused: Option<StreamRefused>,
+    cut: bool,
+}
 
 impl StoppedBody {
-    fn set(&self, refused: StreamRefused) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(refused);
+    fn set(&self, end: &End, cut: bool) {
+        let mut stopped = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let End::Refused(refused) = end {
+            stopped.refused = Some(refused.clone());
+        }
+        stopped.cut |= cut;
     }
 
     /// The refusal that stopped the body, if one did.
     pub fn take(&self) -> Option<StreamRefused> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refused
+            .take()
+    }
+
+    /// Whether sluice cut the body short (a refusal, a coding it could not undo): the cut
+    /// is in the audit log already.
+    pub fn was_cut(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use http_body_util::Full;
+    use sluice_policies::Policy;
+
+    use super::*;
+    use crate::authority::Target;
+    use crate::refusal::Code;
+
+    #[tokio::test]
+    async fn a_streamed_body_cut_by_a_refusal_reports_it_as_it_is_cut() {
+        let yaml = r#"
+version: 1
+secrets:
+  tok:
+    value: "Tok-Value-0001"
+    hosts: ["api.test"]
+egress:
+  allow: ["open.test"]
+"#;
+        let policy = Policy::parse(yaml, "body.yaml").unwrap().policy;
+        let guard = Arc::new(policy.build_guard(&policy.mint_placeholders()).unwrap());
+        let placeholder = guard
+            .placeholder(guard.id("tok").unwrap())
+            .as_str()
+            .to_owned();
+        let target = Target {
+            host: "open.test".into(),
+            port: 443,
+        };
+        let outbound = Outbound::new(&guard, &policy, &target);
+        // No Content-Length: the body streams, and its head may have gone before the cut.
+        let (mut parts, ()) = http::Request::post("https://open.test/")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let incoming = Full::new(Bytes::from(format!("first chunk, t={placeholder}")));
+        let limits = Limits::default();
+        let step = BodyStep {
+            outbound: &outbound,
+            guard: &guard,
+            limits: &limits,
+            buffering: Buffering::WhenLengthKnown,
+        };
+        let stopped = StoppedBody::default();
+        let reported: Arc<Mutex<Option<Option<Refusal>>>> = Arc::default();
+        let report = {
+            let reported = reported.clone();
+            move |_: &Tally, cut: Option<Refusal>| *reported.lock().unwrap() = Some(cut)
+        };
+        let body = scan(step, &mut parts, incoming, &stopped, report)
+            .await
+            .unwrap();
+        assert!(
+            body.collect().await.is_err(),
+            "the body ends with the refusal"
+        );
+        let cut = reported
+            .lock()
+            .unwrap()
+            .take()
+            .expect("reported")
+            .expect("a cut");
+        assert_eq!(cut.code, Code::PlaceholderNotGranted);
+        assert_eq!(cut.secret.as_deref(), Some("tok"));
+        assert_eq!(cut.location.as_deref(), Some("body"));
+        assert!(stopped.was_cut());
+        assert!(stopped.take().is_some());
     }
 }

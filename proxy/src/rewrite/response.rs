@@ -21,7 +21,7 @@ use crate::exchange::Exchange;
 use crate::headers;
 use crate::refusal::{Code, Refusal};
 use crate::rewrite::grpc;
-use crate::rewrite::stream::{Outcome, RewriteBody};
+use crate::rewrite::stream::{Leg, Outcome, RewriteBody};
 use crate::shared::Shared;
 
 /// The largest response body redacted whole, keeping its `Content-Length`; longer ones
@@ -39,6 +39,7 @@ pub(crate) async fn redact(
     let (mut parts, incoming) = response.into_parts();
     // Read before the hop-by-hop headers go: a transfer coding is a coding too.
     let codings = codec::body_codings(&parts.headers);
+    let transfer_coded = codec::has_transfer_coding(&parts.headers);
     headers::remove_hop_by_hop(&mut parts.headers);
     drop_reason_phrase(&mut parts.extensions);
     let tally = redact_headers(&shared.guard, &mut parts.headers);
@@ -53,8 +54,10 @@ pub(crate) async fn redact(
         drop(incoming);
         return Ok(Response::from_parts(parts, body::empty()));
     }
-    // A run with no secret has nothing to redact: the body passes as it came.
-    if shared.guard.is_empty() {
+    // A run with no secret has nothing to redact: the body passes as it came, unless it is
+    // in a transfer coding, whose header went with the hop-by-hop ones: it is decoded below,
+    // or the client could not read it.
+    if shared.guard.is_empty() && !transfer_coded {
         return Ok(Response::from_parts(parts, body::incoming(incoming)));
     }
     let codings = codings.map_err(|e| Refusal::response_codec(&e))?;
@@ -155,7 +158,9 @@ fn redact_streamed(
 ) -> Result<Body, Refusal> {
     let report = exchange.reporter("response-body");
     let mut redacted = RewriteBody::redacting(inner, shared.guard.clone(), move |o: Outcome| {
-        report(&o.tally);
+        // A body sluice cut (a decompression bomb, a gRPC message it cannot scan) is a
+        // refusal the client sees only as a cut stream: the audit log has it.
+        report(&o.tally, o.end.as_refusal(Leg::Response));
     });
     if !codings.is_empty() {
         let decoder = Decoder::new(codings, shared.limits.max_decoded_body).map_err(|e| {

@@ -28,7 +28,9 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf as _, Bytes};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body::{Frame, SizeHint};
-use sluice_guard::{Guard, GuardError, Plan, Rewriter, Tally};
+use sluice_guard::{
+    Encoding, Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, RefusedMatch, Rewriter, Tally,
+};
 use zeroize::Zeroizing;
 
 use super::grpc::{GrpcError, Messages};
@@ -37,7 +39,7 @@ use crate::codec::{CodecError, Decoder, Encoder, SLICE};
 
 pub(crate) mod outcome;
 
-pub(crate) use outcome::{End, Outcome, StreamPlace, StreamRefused};
+pub(crate) use outcome::{End, Leg, Outcome, StreamPlace, StreamRefused};
 
 /// The callback that receives the [`Outcome`].
 pub(crate) type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
@@ -385,13 +387,40 @@ impl RewriteBody {
         self.trailer_tally.merge(rewritten.tally());
         let clean = rewritten.tally().is_empty();
         if !rewritten.is_changed() {
-            // A value in a name arrives case-folded, where the exact scan cannot see it:
-            // such a trailer is dropped, and each value it held counted as a redaction.
-            let found = self.guard.values_in_name(key.as_str().as_bytes());
-            for &secret in &found {
+            // A value or a placeholder in a name arrives case-folded, where the exact scan
+            // cannot see it. Where the plan refuses it (a request toward a host it may not
+            // reach; a placeholder, which no name can take), the body is refused, as for a
+            // header name; elsewhere (a response) the trailer is dropped, and each value it
+            // held counted as a redaction.
+            let name = key.as_str().as_bytes();
+            let values = self.guard.values_in_name(name);
+            let placeholders = self.guard.placeholders_in_name(name);
+            let refused = values
+                .iter()
+                .find(|&&secret| plan.on_value(secret) == OnValue::Refuse)
+                .map(|&secret| (secret, Form::Value(Encoding::Raw)))
+                .or_else(|| {
+                    placeholders
+                        .iter()
+                        .find(|&&secret| plan.on_placeholder(secret) == OnPlaceholder::Refuse)
+                        .map(|&secret| (secret, Form::Placeholder))
+                });
+            if let Some((secret, form)) = refused {
+                let refusal = RefusedMatch {
+                    secret,
+                    name: self.guard.name(secret).to_owned(),
+                    form,
+                    offset: 0,
+                };
+                return Err(Failure::from_guard(
+                    GuardError::Refused(refusal),
+                    StreamPlace::TrailerName,
+                ));
+            }
+            for &secret in &values {
                 self.trailer_tally.add_redaction(secret);
             }
-            if !found.is_empty() {
+            if !values.is_empty() {
                 return Ok(None);
             }
             return Ok(Some((key, clean)));

@@ -3,9 +3,10 @@
 
 use std::fmt;
 
-use sluice_guard::{GuardError, RefusedMatch, Tally};
+use sluice_guard::{Form, GuardError, RefusedMatch, Tally};
 
 use crate::codec::CodecError;
+use crate::refusal::{Code, Refusal};
 use crate::rewrite::grpc::GrpcError;
 
 /// Where in a body a plan refused a match.
@@ -98,5 +99,54 @@ impl Outcome {
     #[cfg(test)]
     pub(crate) fn is_complete(&self) -> bool {
         self.end == End::Complete
+    }
+}
+
+/// Which way a streamed body goes: whose fault a cut is, and how it is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Leg {
+    /// The sandbox's request body, toward the upstream.
+    Request,
+    /// The upstream's response body, toward the sandbox.
+    Response,
+}
+
+impl End {
+    /// The refusal a body that sluice cut short stands for, for the audit log (the head has
+    /// gone, so no response can carry it); `None` for a body that ended, or that its peer
+    /// ended.
+    pub(crate) fn as_refusal(&self, leg: Leg) -> Option<Refusal> {
+        let refusal = match (self, leg) {
+            (End::Refused(refused), _) => {
+                let code = match refused.refusal.form {
+                    Form::Placeholder => Code::PlaceholderNotGranted,
+                    Form::Value(_) => Code::SecretValueRefused,
+                };
+                let location = match refused.place {
+                    StreamPlace::Body => "body",
+                    StreamPlace::TrailerName | StreamPlace::Trailer { .. } => "trailers",
+                };
+                Refusal::secret_refused(
+                    code,
+                    refused.to_string(),
+                    &refused.refusal.name,
+                    location.to_owned(),
+                )
+            }
+            (End::Codec(error), Leg::Request) => Refusal::request_codec(error),
+            (End::Codec(error), Leg::Response) => Refusal::response_codec(error),
+            (End::Grpc(error), Leg::Request) => {
+                Refusal::bad_request(format!("the request body: {error}"))
+            }
+            (End::Grpc(error), Leg::Response) => Refusal::bad_gateway(
+                Code::UpstreamEncoding,
+                format!("the response cannot be scanned, so it was cut: {error}"),
+            ),
+            (End::Guard(error), _) => {
+                Refusal::unavailable(format!("sluice could not scan the body: {error}"))
+            }
+            (End::Complete | End::Inner | End::Cancelled, _) => return None,
+        };
+        Some(refusal)
     }
 }

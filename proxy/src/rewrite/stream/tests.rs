@@ -844,3 +844,64 @@ fn the_module_example_redacts_a_response_and_swaps_a_request() {
     let sent = rt.block_on(request.collect()).unwrap().to_bytes();
     assert_eq!(sent, "t=ghp_real_value_0123456789");
 }
+
+#[test]
+fn a_placeholder_or_a_value_in_a_trailer_name_is_refused_where_the_plan_refuses_it() {
+    let f = fixture();
+    // A trailer name arrives lowercased: aws_secret's placeholder, refused by the plan.
+    let name = format!("x-{}", f.placeholder(f.aws).to_ascii_lowercase());
+    let mut trailers = HeaderMap::new();
+    trailers.insert(
+        HeaderName::try_from(name.as_str()).unwrap(),
+        HeaderValue::from_static("1"),
+    );
+    let inner = Frames(VecDeque::from([Ok(Frame::trailers(trailers))]));
+    let got = collect(RewriteBody::new(
+        inner.boxed(),
+        Arc::clone(&f.guard),
+        f.swap_plan(),
+        |_| {},
+    ));
+    let err = got.error.expect("refused");
+    let refused = err.downcast_ref::<StreamRefused>().unwrap();
+    assert_eq!(refused.secret(), "aws_secret");
+    assert_eq!(refused.place, StreamPlace::TrailerName);
+    assert!(got.trailers.is_none());
+
+    // A value, case-folded, in a trailer name toward a host it may not reach: refused too.
+    let mut trailers = HeaderMap::new();
+    trailers.insert(
+        HeaderName::try_from(format!("x-{}", GH_VALUE.to_ascii_lowercase())).unwrap(),
+        HeaderValue::from_static("1"),
+    );
+    let inner = Frames(VecDeque::from([Ok(Frame::trailers(trailers))]));
+    let got = collect(RewriteBody::new(
+        inner.boxed(),
+        Arc::clone(&f.guard),
+        Plan::refuse_all(&f.guard),
+        |_| {},
+    ));
+    let err = got.error.expect("refused");
+    assert_eq!(
+        err.downcast_ref::<StreamRefused>().unwrap().secret(),
+        "github_token"
+    );
+
+    // On the way back (a response's plan redacts), such a trailer is dropped instead.
+    let mut trailers = HeaderMap::new();
+    trailers.insert(
+        HeaderName::try_from(format!("x-{}", GH_VALUE.to_ascii_lowercase())).unwrap(),
+        HeaderValue::from_static("1"),
+    );
+    trailers.insert("x-plain", HeaderValue::from_static("1"));
+    let inner = Frames(VecDeque::from([Ok(Frame::trailers(trailers))]));
+    let got = collect(RewriteBody::redacting(
+        inner.boxed(),
+        Arc::clone(&f.guard),
+        |_| {},
+    ));
+    assert!(got.error.is_none());
+    let trailers = got.trailers.expect("trailers");
+    assert_eq!(trailers.len(), 1, "{trailers:?}");
+    assert!(trailers.contains_key("x-plain"));
+}
