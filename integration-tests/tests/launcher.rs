@@ -273,3 +273,149 @@ fn a_refused_launch_starts_nothing() {
     );
     assert!(!marker.exists());
 }
+
+#[test]
+fn undeclared_credentials_are_withheld_from_the_command_and_named_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy(dir.path());
+    let seen = dir.path().join("env.txt");
+    // Credentials nobody declared, by name and by value; and their near misses, which pass.
+    let withheld = [
+        ("GITHUB_TOKEN", "ghp_0123456789abcdefABCDEF0123456789abcd"),
+        ("OPENAI_API_KEY", "sk-proj-abcdefghijklmnopqrstuvwxyz0123"),
+        ("MY_DB_PASSWORD", "correct-horse-battery-staple"),
+        ("NOTES_TOO", "AKIAIOSFODNN7EXAMPLE"),
+    ];
+    let passed = [
+        ("GIT_AUTHOR_NAME", "Ada Lovelace"),
+        ("GIT_AUTHOR_EMAIL", "ada@example.test"),
+        ("SSH_AUTH_SOCK", "/tmp/ssh-test/agent.1"),
+        ("GITHUB_TOKEN_FILE", "/run/secrets/gh"),
+        ("BUILD_COMMIT", "9f3c2a71d0e4b6a58f3524a37e13ee6622520d89"),
+    ];
+    let on_purpose = ("LEGACY_TOKEN", "passed-on-purpose-0123456789");
+    let mut command = Command::new(sluice_bin());
+    command
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
+        .args(["--pass-env", on_purpose.0])
+        .arg("--")
+        .args(["sh", "-c", "env > \"$0\""])
+        .arg(&seen)
+        .current_dir(dir.path());
+    for (name, value) in withheld.iter().chain(&passed).chain([&on_purpose]) {
+        command.env(name, value);
+    }
+    let out = command.output().expect("sluice runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // What CMD itself saw, read from the file it wrote (not through the redacted output).
+    let env = std::fs::read_to_string(&seen).unwrap();
+    for (name, value) in withheld {
+        assert!(
+            !env.contains(&format!("{name}=")),
+            "{name} reached the command"
+        );
+        assert!(!env.contains(value), "{name}'s value reached the command");
+    }
+    for (name, value) in passed.iter().chain([&on_purpose]) {
+        assert!(
+            env.contains(&format!("{name}={value}\n")),
+            "{name} was not passed: {env}"
+        );
+    }
+    // stderr names each withheld variable and why, then the two fixes; never a value, in
+    // any form the guard knows.
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "withheld GITHUB_TOKEN from the command: its value looks like a GitHub token"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .contains("withheld MY_DB_PASSWORD from the command: its name looks like a credential"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "withheld NOTES_TOO from the command: its value looks like an AWS access key id"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--pass-env NAME"), "{stderr}");
+    assert!(
+        stderr.contains("passing LEGACY_TOKEN to the command unchanged (--pass-env)"),
+        "{stderr}"
+    );
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    for (name, value) in withheld {
+        for encoding in sluice_guard::Encoding::ALL {
+            let Some(form) = encoding.encode(&sluice_guard::SecretValue::from(value)) else {
+                continue;
+            };
+            let form = String::from_utf8_lossy(&form).into_owned();
+            assert!(!stderr.contains(&form), "{name} ({encoding}) on stderr");
+            assert!(
+                !audit.contains(&form),
+                "{name} ({encoding}) in the audit log"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_command_cannot_read_sluices_environment_or_memory() {
+    // Run as an unprivileged user, as the command then is too: a root command keeps the
+    // power to read any process's memory (sluice says so at start).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let policy = policy(dir.path());
+    for file in ["policy.yaml", "token", "cmd_key", "file_key"] {
+        let path = dir.path().join(file);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let seen = dir.path().join("seen.txt");
+    let script =
+        "cat /proc/$PPID/environ > \"$0\" 2>&1; head -c 64 /proc/$PPID/mem >> \"$0\" 2>&1; true";
+    let root = nix_is_root();
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.arg(sluice_bin());
+        c
+    } else {
+        Command::new(sluice_bin())
+    };
+    let out = command
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
+        .args(["--", "sh", "-c", script])
+        .arg(&seen)
+        .env("SLUICE_TEST_MARKER", "marker-in-sluices-environment")
+        .env("HOME", dir.path())
+        .current_dir(dir.path())
+        .output()
+        .expect("sluice runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert!(!seen.contains("marker-in-sluices-environment"), "{seen}");
+    assert!(!seen.contains(TOKEN), "{seen}");
+    assert!(seen.contains("Permission denied"), "{seen}");
+}
+
+/// Whether the tests run as root (CI does).
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(|uid| uid == "0"))
+        .unwrap_or(false)
+}

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod credentials;
 mod error;
 mod grant;
 mod host;

@@ -18,7 +18,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use sluice_guard::{Guard, Rewriter};
-use sluice_policies::{Policy, Sink, placeholder_name};
+use sluice_policies::{Policy, Sink, credentials, placeholder_name};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 
@@ -81,6 +81,9 @@ pub(crate) struct LaunchConfig {
     pub upstream_ca: Vec<PathBuf>,
     /// Host pins (`--resolve`).
     pub resolve: Vec<(String, std::net::IpAddr)>,
+    /// Variables passed unchanged on purpose, though they look like credentials
+    /// (`--pass-env`).
+    pub pass_env: Vec<OsString>,
 }
 
 /// Why a launch failed before or around CMD. Names the part; never a value.
@@ -122,6 +125,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     let Some((program, args)) = config.command.split_first() else {
         return Err(LaunchError::NoCommand);
     };
+    close_own_memory();
     let run_dir = tempfile::Builder::new()
         .prefix("sluice-run-")
         .tempdir()
@@ -133,7 +137,13 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     proxy_config.resolve = config.resolve;
     let proxy = start(proxy_config).await?;
     let guard = proxy.guard();
-    let env = match child_env(&proxy, proxy.policy(), &guard, run_dir.path()) {
+    let env = match child_env(
+        &proxy,
+        proxy.policy(),
+        &guard,
+        run_dir.path(),
+        &config.pass_env,
+    ) {
         Ok(env) => env,
         Err(error) => {
             let _ = proxy.shutdown().await;
@@ -187,24 +197,32 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     })
 }
 
-/// The child's environment: the parent's, each value redacted; then the proxy, the CA
-/// bundle, and one variable per secret.
+/// Makes sluice non-dumpable: the command runs as sluice's own user, and could otherwise read
+/// sluice's initial environment block and memory (`/proc/PPID/environ`, `/proc/PPID/mem`,
+/// ptrace, a core dump), and the real values in them. A command running as root keeps that
+/// power, which is said at start.
+fn close_own_memory() {
+    if let Err(error) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("sluice: cannot make sluice's memory unreadable to the command: {error}");
+    }
+    if nix::unistd::geteuid().is_root() {
+        eprintln!(
+            "sluice: running as root: a command that also runs as root can still read sluice's memory, and the secrets in it; run sluice as an unprivileged user"
+        );
+    }
+}
+
+/// The child's environment: the parent's, each value that holds a known secret redacted and
+/// each undeclared credential-shaped variable withheld (named on stderr); then the proxy,
+/// the CA bundle, and one variable per secret.
 fn child_env(
     proxy: &Proxy,
     policy: &Policy,
     guard: &Guard,
     run_dir: &Path,
+    pass_env: &[OsString],
 ) -> Result<BTreeMap<OsString, OsString>, LaunchError> {
-    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
-        .map(|(key, value)| {
-            let value = if guard.is_match(value.as_bytes()) {
-                OsString::from_vec(guard.redact(value.as_bytes()).bytes().to_vec())
-            } else {
-                value
-            };
-            (key, value)
-        })
-        .collect();
+    let (mut env, mut withheld) = inherited(std::env::vars_os(), guard, pass_env);
     let proxy_url = OsString::from(proxy.proxy_url());
     for name in PROXY_VARIABLES {
         env.insert(name.into(), proxy_url.clone());
@@ -238,7 +256,71 @@ fn child_env(
         };
         env.insert(variable, value);
     }
+    // A withheld name that sluice sets itself (a declared secret's variable) is not withheld.
+    withheld.retain(|(key, _)| !env.contains_key(key));
+    say_withheld(&withheld, pass_env);
     Ok(env)
+}
+
+/// What the command inherits of `vars`: each value holding a known secret redacted (a
+/// declared secret's source variable, or a copy, gets its placeholder), `pass_env` passed
+/// as it is, every other variable that looks like a credential withheld (returned beside,
+/// with why).
+fn inherited(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    guard: &Guard,
+    pass_env: &[OsString],
+) -> (
+    BTreeMap<OsString, OsString>,
+    Vec<(OsString, credentials::Suspicion)>,
+) {
+    let mut env = BTreeMap::new();
+    let mut withheld = Vec::new();
+    for (key, value) in vars {
+        let redacted = guard.is_match(value.as_bytes());
+        let value = if redacted {
+            OsString::from_vec(guard.redact(value.as_bytes()).bytes().to_vec())
+        } else {
+            value
+        };
+        let why = credentials::judge(&key.to_string_lossy(), value.as_bytes());
+        // A redacted variable holds placeholders now, whatever its name says (a declared
+        // secret's source variable is how the command finds its placeholder); but another
+        // credential's shape left beside them still withholds it.
+        let withhold = match why {
+            Some(credentials::Suspicion::Value(_)) => true,
+            Some(_) => !redacted,
+            None => false,
+        };
+        if withhold && !pass_env.contains(&key) {
+            withheld.extend(why.map(|why| (key, why)));
+        } else {
+            env.insert(key, value);
+        }
+    }
+    (env, withheld)
+}
+
+/// Names each withheld variable on stderr, and why, never its value; then the two fixes.
+fn say_withheld(withheld: &[(OsString, credentials::Suspicion)], pass_env: &[OsString]) {
+    for name in pass_env {
+        eprintln!(
+            "sluice: passing {} to the command unchanged (--pass-env)",
+            name.to_string_lossy()
+        );
+    }
+    if withheld.is_empty() {
+        return;
+    }
+    for (name, why) in withheld {
+        eprintln!(
+            "sluice: withheld {} from the command: {why}",
+            name.to_string_lossy()
+        );
+    }
+    eprintln!(
+        "sluice: to give the command such a variable, declare it as a secret (the command then gets its placeholder) or pass it on purpose with --pass-env NAME"
+    );
 }
 
 /// The run CA followed by the system roots, as one PEM bundle in the run directory.
@@ -331,4 +413,94 @@ fn forward_signals(child: Option<u32>) -> Vec<tokio::task::JoinHandle<()>> {
         }));
     }
     tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use sluice_guard::{Placeholder, SecretValue};
+
+    use super::*;
+
+    const KNOWN: &str = "known-Value-0123456789";
+
+    fn guard() -> Guard {
+        let mut builder = Guard::builder();
+        builder
+            .add(
+                "known",
+                Placeholder::parse("SLUICE_KNOWN_0123456789abcdef").unwrap(),
+                SecretValue::from(KNOWN),
+            )
+            .unwrap();
+        builder.build().unwrap()
+    }
+
+    /// Variable names and values of every kind: credential-shaped, innocent, holding the
+    /// known value, random.
+    fn variable() -> impl Strategy<Value = (String, String)> {
+        let names = prop::sample::select(vec![
+            "GITHUB_TOKEN",
+            "OPENAI_API_KEY",
+            "DB_PASSWORD",
+            "STRIPE_KEY",
+            "NOTES",
+            "GIT_AUTHOR_NAME",
+            "SSH_AUTH_SOCK",
+            "PATH",
+            "TOKEN_FILE",
+        ]);
+        let values = prop_oneof![
+            Just("ghp_0123456789abcdefABCDEF0123456789abcd".to_owned()),
+            Just("AKIAIOSFODNN7EXAMPLE".to_owned()),
+            Just("sk-ant-api03-abcdefghijklmnopqrstuvwxyz".to_owned()),
+            Just(format!("prefix {KNOWN} suffix")),
+            "[a-zA-Z0-9/+_-]{0,40}",
+        ];
+        (names, "[A-Z]{0,3}", values)
+            .prop_map(|(name, suffix, value)| (format!("{name}{suffix}"), value))
+    }
+
+    proptest! {
+        #[test]
+        fn nothing_known_or_flagged_is_inherited_unless_passed_on_purpose(
+            vars in prop::collection::vec(variable(), 0..12),
+            pass in prop::collection::vec(0usize..12, 0..3),
+        ) {
+            let guard = guard();
+            let vars: Vec<(OsString, OsString)> =
+                vars.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+            let pass_env: Vec<OsString> =
+                pass.iter().filter_map(|&i| vars.get(i).map(|(k, _)| k.clone())).collect();
+            let (env, withheld) = inherited(vars.clone(), &guard, &pass_env);
+            for (key, value) in &env {
+                let text = value.to_string_lossy();
+                prop_assert!(!text.contains(KNOWN), "a known value in {key:?}");
+                if pass_env.contains(key) {
+                    continue;
+                }
+                // No credential's shape, ever; a credential's name only where the value
+                // held a declared secret, now its placeholder.
+                prop_assert!(
+                    credentials::credential_shape(value.as_bytes()).is_none(),
+                    "{key:?} holds a credential's shape yet is inherited"
+                );
+                let held_known = vars
+                    .iter()
+                    .any(|(k, v)| k == key && v.to_string_lossy().contains(KNOWN));
+                let flagged = credentials::judge(&key.to_string_lossy(), value.as_bytes());
+                prop_assert!(
+                    flagged.is_none() || held_known,
+                    "{key:?} is flagged ({flagged:?}) yet inherited"
+                );
+            }
+            // Every variable is accounted for: inherited, or withheld and named.
+            for (key, _) in &vars {
+                prop_assert!(
+                    env.contains_key(key) || withheld.iter().any(|(name, _)| name == key),
+                    "{key:?} vanished without a word"
+                );
+            }
+        }
+    }
 }

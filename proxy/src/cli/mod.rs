@@ -60,6 +60,10 @@ pub(crate) struct RunArgs {
     /// Where the audit log goes (default: ./sluice-audit.jsonl).
     #[arg(long)]
     pub(crate) audit_log: Option<PathBuf>,
+    /// Pass this variable to the command unchanged although it looks like a credential
+    /// (repeatable). Undeclared credential-shaped variables are withheld otherwise.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub(crate) pass_env: Vec<std::ffi::OsString>,
     /// The command and its arguments, after `--`; passed as given, never through a shell.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,

@@ -20,6 +20,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             .unwrap_or_else(|| "sluice-audit.jsonl".into()),
         upstream_ca: args.proxy.upstream_ca.clone(),
         resolve: args.proxy.pins(),
+        pass_env: args.pass_env.clone(),
     };
     let Some(runtime) = super::runtime("run") else {
         return ExitCode::FAILURE;
