@@ -419,3 +419,51 @@ fn nix_is_root() -> bool {
         .and_then(|l| l.split_whitespace().nth(1).map(|uid| uid == "0"))
         .unwrap_or(false)
 }
+
+#[test]
+fn clear_env_passes_only_the_allowlist_what_sluice_sets_and_pass_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy(dir.path());
+    let seen = dir.path().join("env.txt");
+    let out = Command::new(sluice_bin())
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
+        .args(["--clear-env", "--pass-env", "KEEP_ME"])
+        .args(["--", "sh", "-c", "env > \"$0\""])
+        .arg(&seen)
+        .env("INNOCENT_LOOKING", "hunter2")
+        .env("GIT_AUTHOR_NAME", "Ada Lovelace")
+        .env("KEEP_ME", "kept")
+        .env("LC_ALL", "C.UTF-8")
+        .env("TERM", "xterm")
+        .current_dir(dir.path())
+        .output()
+        .expect("sluice runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let env = std::fs::read_to_string(&seen).unwrap();
+    // A credential with no shape under an innocent name is what the heuristics cannot see:
+    // --clear-env does not pass it at all.
+    assert!(!env.contains("INNOCENT_LOOKING"), "{env}");
+    assert!(!env.contains("GIT_AUTHOR_NAME"), "{env}");
+    for kept in [
+        "KEEP_ME=kept\n",
+        "LC_ALL=C.UTF-8\n",
+        "TERM=xterm\n",
+        "PATH=",
+        "HOME=",
+    ] {
+        assert!(env.contains(kept), "{kept} missing: {env}");
+    }
+    // What sluice sets is there all the same: the proxy, the trust bundle, the placeholders.
+    for set in [
+        "HTTPS_PROXY=",
+        "SSL_CERT_FILE=",
+        "API_TOKEN=SLUICE_API_TOKEN_",
+        "CMD_KEY=",
+    ] {
+        assert!(env.contains(set), "{set} missing: {env}");
+    }
+}

@@ -9,7 +9,7 @@
 //! argv, or leave the run directory behind.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
@@ -84,6 +84,21 @@ pub(crate) struct LaunchConfig {
     /// Variables passed unchanged on purpose, though they look like credentials
     /// (`--pass-env`).
     pub pass_env: Vec<OsString>,
+    /// Pass only [`CLEAR_ENV_ALLOWLIST`] (and `--pass-env`) of the inherited environment
+    /// (`--clear-env`).
+    pub clear_env: bool,
+}
+
+/// What `--clear-env` keeps of the inherited environment, besides what sluice sets and what
+/// `--pass-env` names: what a shell and its tools need to run at all.
+pub(crate) const CLEAR_ENV_ALLOWLIST: [&str; 8] = [
+    "PATH", "HOME", "USER", "LANG", "TERM", "TZ", "TMPDIR", "SHELL",
+];
+
+/// Whether `--clear-env` keeps `name`: the allowlist, and every `LC_*` locale variable.
+fn kept_by_clear_env(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    CLEAR_ENV_ALLOWLIST.contains(&name.as_ref()) || name.starts_with("LC_")
 }
 
 /// Why a launch failed before or around CMD. Names the part; never a value.
@@ -143,6 +158,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         &guard,
         run_dir.path(),
         &config.pass_env,
+        config.clear_env,
     ) {
         Ok(env) => env,
         Err(error) => {
@@ -221,8 +237,11 @@ fn child_env(
     guard: &Guard,
     run_dir: &Path,
     pass_env: &[OsString],
+    clear_env: bool,
 ) -> Result<BTreeMap<OsString, OsString>, LaunchError> {
-    let (mut env, mut withheld) = inherited(std::env::vars_os(), guard, pass_env);
+    let vars = std::env::vars_os()
+        .filter(|(key, _)| !clear_env || kept_by_clear_env(key) || pass_env.contains(key));
+    let (mut env, mut withheld) = inherited(vars, guard, pass_env);
     let proxy_url = OsString::from(proxy.proxy_url());
     for name in PROXY_VARIABLES {
         env.insert(name.into(), proxy_url.clone());

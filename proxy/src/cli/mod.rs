@@ -64,6 +64,11 @@ pub(crate) struct RunArgs {
     /// (repeatable). Undeclared credential-shaped variables are withheld otherwise.
     #[arg(long = "pass-env", value_name = "NAME")]
     pub(crate) pass_env: Vec<std::ffi::OsString>,
+    /// Pass the command only PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR and SHELL of
+    /// sluice's environment (and any --pass-env), besides what sluice sets: for untrusted
+    /// workloads.
+    #[arg(long)]
+    pub(crate) clear_env: bool,
     /// The command and its arguments, after `--`; passed as given, never through a shell.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,

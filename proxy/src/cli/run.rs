@@ -21,6 +21,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         upstream_ca: args.proxy.upstream_ca.clone(),
         resolve: args.proxy.pins(),
         pass_env: args.pass_env.clone(),
+        clear_env: args.clear_env,
     };
     let Some(runtime) = super::runtime("run") else {
         return ExitCode::FAILURE;
