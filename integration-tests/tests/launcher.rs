@@ -352,6 +352,26 @@ fn undeclared_credentials_are_withheld_from_the_command_and_named_never_shown() 
         "{stderr}"
     );
     let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    // The `start` event lists the withheld names, and only them.
+    let start: serde_json::Value =
+        serde_json::from_str(audit.lines().next().expect("a start line")).unwrap();
+    assert_eq!(start["event"], "start");
+    let mut listed: Vec<&str> = start["withheld"]
+        .as_array()
+        .expect("a withheld list")
+        .iter()
+        .map(|name| name.as_str().unwrap())
+        .collect();
+    listed.sort_unstable();
+    let mut names: Vec<&str> = withheld.iter().map(|(name, _)| *name).collect();
+    names.sort_unstable();
+    assert_eq!(listed, names);
+    let verified = Command::new(sluice_bin())
+        .args(["audit", "verify"])
+        .arg(dir.path().join("audit.jsonl"))
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{}", text(&verified.stdout));
     for (name, value) in withheld {
         for encoding in sluice_guard::Encoding::ALL {
             let Some(form) = encoding.encode(&sluice_guard::SecretValue::from(value)) else {

@@ -88,6 +88,9 @@ pub struct ProxyConfig {
     /// stay on one thread, so handing a request from the client's task to the upstream's
     /// never wakes another core (measured in docs/benchmarks.md).
     pub workers: usize,
+    /// The inherited variables the launcher withholds from its command, for the `start`
+    /// audit event (names only).
+    pub withheld_env: Vec<String>,
 }
 
 impl ProxyConfig {
@@ -102,6 +105,7 @@ impl ProxyConfig {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             workers: 0,
+            withheld_env: Vec::new(),
         }
     }
 }

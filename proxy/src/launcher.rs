@@ -145,8 +145,20 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         .prefix("sluice-run-")
         .tempdir()
         .map_err(LaunchError::RunDir)?;
+    // What the command will not get, decided before the proxy starts so that its `start`
+    // event can list it; on the secrets' values, without the run's placeholders.
+    let probe = config
+        .policy
+        .build_guard(&config.policy.mint_placeholders())
+        .map_err(StartError::from)?;
+    let (_, withheld) = environment(&config.policy, &probe, &config.pass_env, config.clear_env);
+    drop(probe);
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
+    proxy_config.withheld_env = withheld
+        .iter()
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .collect();
     proxy_config.upstream_ca = config.upstream_ca;
     proxy_config.workers = sluice_proxy::default_workers();
     proxy_config.resolve = config.resolve;
@@ -239,9 +251,7 @@ fn child_env(
     pass_env: &[OsString],
     clear_env: bool,
 ) -> Result<BTreeMap<OsString, OsString>, LaunchError> {
-    let vars = std::env::vars_os()
-        .filter(|(key, _)| !clear_env || kept_by_clear_env(key) || pass_env.contains(key));
-    let (mut env, mut withheld) = inherited(vars, guard, pass_env);
+    let (mut env, withheld) = environment(policy, guard, pass_env, clear_env);
     let proxy_url = OsString::from(proxy.proxy_url());
     for name in PROXY_VARIABLES {
         env.insert(name.into(), proxy_url.clone());
@@ -275,10 +285,40 @@ fn child_env(
         };
         env.insert(variable, value);
     }
-    // A withheld name that sluice sets itself (a declared secret's variable) is not withheld.
-    withheld.retain(|(key, _)| !env.contains_key(key));
     say_withheld(&withheld, pass_env);
     Ok(env)
+}
+
+/// What the command inherits of sluice's environment (`--clear-env` applied) and what it
+/// is denied; a variable that sluice sets itself (a declared secret's, the proxy's) is not
+/// counted as withheld, since the command gets sluice's own value for it.
+fn environment(
+    policy: &Policy,
+    guard: &Guard,
+    pass_env: &[OsString],
+    clear_env: bool,
+) -> (
+    BTreeMap<OsString, OsString>,
+    Vec<(OsString, credentials::Suspicion)>,
+) {
+    let vars = std::env::vars_os()
+        .filter(|(key, _)| !clear_env || kept_by_clear_env(key) || pass_env.contains(key));
+    let (env, mut withheld) = inherited(vars, guard, pass_env);
+    withheld.retain(|(key, _)| !sets_itself(key, policy));
+    (env, withheld)
+}
+
+/// Whether sluice sets `name` in the command's environment itself.
+fn sets_itself(name: &OsStr, policy: &Policy) -> bool {
+    let name = name.to_string_lossy();
+    PROXY_VARIABLES.contains(&name.as_ref())
+        || CA_VARIABLES.contains(&name.as_ref())
+        || name == "NO_PROXY"
+        || name == "no_proxy"
+        || policy
+            .secrets()
+            .iter()
+            .any(|decl| placeholder_name(decl.name()) == name)
 }
 
 /// What the command inherits of `vars`: each value holding a known secret redacted (a

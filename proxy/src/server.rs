@@ -123,6 +123,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         StartInfo {
             policy_sha256: config.policy.sha256_hex().to_owned(),
             ca_sha256: ca.fingerprint_sha256(),
+            withheld: config.withheld_env,
         },
         redactor,
     )?;

@@ -28,7 +28,7 @@
 //! # let dir = std::env::temp_dir().join(format!("sluice-audit-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
-//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32) };
+//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![] };
 //! let log = AuditLog::open(&path, "run-1", start)?;
 //! log.record(
 //!     Event::new(EventKind::Swap)
@@ -75,6 +75,9 @@ pub struct StartInfo {
     pub policy_sha256: String,
     /// SHA-256 of the run CA certificate's DER bytes, 64 lowercase hex digits.
     pub ca_sha256: String,
+    /// The inherited variables the launcher withheld from its command (names only; empty
+    /// for `sluice serve`).
+    pub withheld: Vec<String>,
 }
 
 /// A redaction the log applies to every free-text field of every event before it is
@@ -291,6 +294,8 @@ pub(crate) struct Line {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ca_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) withheld: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) counts: Option<Counts>,
     pub(crate) prev: String,
 }
@@ -313,6 +318,7 @@ impl Line {
             version: None,
             policy_sha256: None,
             ca_sha256: None,
+            withheld: None,
             counts: None,
             prev: String::new(),
         }

@@ -39,6 +39,7 @@ fn start_info() -> StartInfo {
     StartInfo {
         policy_sha256: "a1".repeat(32),
         ca_sha256: "b2".repeat(32),
+        withheld: Vec::new(),
     }
 }
 
@@ -242,6 +243,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
     let bad = StartInfo {
         policy_sha256: "ghp_notadigestbutasecretvalue".to_owned(),
         ca_sha256: "b2".repeat(32),
+        withheld: Vec::new(),
     };
     let err = AuditLog::open(&path, "run-1", bad).unwrap_err();
     assert!(matches!(
@@ -255,6 +257,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
     let upper = StartInfo {
         policy_sha256: "A1".repeat(32),
         ca_sha256: "b2".repeat(32),
+        withheld: Vec::new(),
     };
     assert!(AuditLog::open(&path, "run-1", upper).is_err());
     assert!(!path.exists(), "nothing is created for refused arguments");

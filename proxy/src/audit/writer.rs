@@ -177,6 +177,14 @@ impl AuditLog {
         line.version = Some(env!("CARGO_PKG_VERSION").to_owned());
         line.policy_sha256 = Some(start.policy_sha256);
         line.ca_sha256 = Some(start.ca_sha256);
+        if !start.withheld.is_empty() {
+            // Names only; through the redactor like every free-text field.
+            let names = start.withheld.into_iter();
+            line.withheld = Some(match &redactor {
+                Some(redact) => names.map(|name| redact(cap(name, 200))).collect(),
+                None => names.map(|name| cap(name, 200)).collect(),
+            });
+        }
         writer.write(line).map_err(start_error)?;
         writer.out.flush().map_err(start_error)?;
 
