@@ -376,52 +376,48 @@ mod tests {
         Guard::builder().build().unwrap()
     }
 
-    #[tokio::test]
-    async fn a_message_quoting_a_value_is_redacted_on_the_wire() {
+    /// A guard over one secret, `tok`, holding `value`.
+    fn guard_of(value: &str) -> Guard {
         let mut builder = Guard::builder();
         builder
             .add(
                 "tok",
                 Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap(),
-                SecretValue::from("very-secret-value-42"),
+                SecretValue::from(value),
             )
             .unwrap();
-        let guard = builder.build().unwrap();
-        let refusal = Refusal::misdirected("very-secret-value-42.test", "a.test:443");
+        builder.build().unwrap()
+    }
+
+    /// The one-line body a refusal's response carries.
+    async fn body_of(refusal: Refusal, guard: &Guard) -> String {
         let body = refusal
-            .into_response(&guard)
+            .into_response(guard)
             .into_body()
             .collect()
             .await
             .unwrap();
-        let text = String::from_utf8(body.to_bytes().to_vec()).unwrap();
+        String::from_utf8(body.to_bytes().to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_message_quoting_a_value_is_redacted_on_the_wire() {
+        let guard = guard_of("very-secret-value-42");
+        let refusal = Refusal::misdirected("very-secret-value-42.test", "a.test:443");
+        let text = body_of(refusal, &guard).await;
         assert!(!text.contains("very-secret-value-42"), "{text}");
         assert!(text.contains("SLUICE_TOK_0123456789abcdef.test"), "{text}");
     }
 
     #[tokio::test]
     async fn a_message_quoting_a_case_folded_value_is_redacted_on_the_wire() {
-        let mut builder = Guard::builder();
-        builder
-            .add(
-                "tok",
-                Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap(),
-                SecretValue::from("Very-Secret-Value-42"),
-            )
-            .unwrap();
-        let guard = builder.build().unwrap();
+        let guard = guard_of("Very-Secret-Value-42");
         // What a coding name or a host looks like once the peer's text has been lowercased.
         let refusal = Refusal::bad_gateway(
             Code::UpstreamEncoding,
             "content coding `very-secret-value-42` is not supported",
         );
-        let body = refusal
-            .into_response(&guard)
-            .into_body()
-            .collect()
-            .await
-            .unwrap();
-        let text = String::from_utf8(body.to_bytes().to_vec()).unwrap();
+        let text = body_of(refusal, &guard).await;
         assert!(
             !text.to_ascii_lowercase().contains("very-secret-value-42"),
             "{text}"
