@@ -66,6 +66,7 @@ mod error;
 mod key;
 mod name;
 mod resolver;
+mod subject_hash;
 #[cfg(test)]
 mod tests;
 
@@ -108,6 +109,8 @@ pub struct RunCa {
     cert_der: CertificateDer<'static>,
     cert_pem: String,
     fingerprint: String,
+    /// OpenSSL's subject hash, for a hashed certificate directory.
+    subject_hash: String,
     permitted: Permitted,
     not_before: SystemTime,
     not_after: SystemTime,
@@ -136,11 +139,15 @@ impl RunCa {
         let not_after = now + config.validity;
 
         let mut params = CertificateParams::default();
+        let common_name = format!("sluice run CA {}", config.run_id);
+        let subject_hash = subject_hash::subject_hash(&[
+            (subject_hash::COMMON_NAME, &common_name),
+            (subject_hash::ORGANIZATION, "sluice"),
+        ]);
         params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(
-            DnType::CommonName,
-            format!("sluice run CA {}", config.run_id),
-        );
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
         params
             .distinguished_name
             .push(DnType::OrganizationName, "sluice");
@@ -164,6 +171,7 @@ impl RunCa {
             cert_pem: cert.pem(),
             cert_der,
             fingerprint,
+            subject_hash,
             permitted,
             not_before,
             not_after,
@@ -186,6 +194,13 @@ impl RunCa {
     /// The SHA-256 of the CA certificate's DER, in lowercase hex (64 characters).
     pub fn fingerprint_sha256(&self) -> String {
         self.fingerprint.clone()
+    }
+
+    /// OpenSSL's hash of the CA's subject (`openssl x509 -hash`), eight lowercase hex
+    /// digits: the CA is found in a hashed certificate directory (`SSL_CERT_DIR`) as
+    /// `<hash>.0`.
+    pub fn subject_hash(&self) -> &str {
+        &self.subject_hash
     }
 
     /// The run id named in the CA's subject.

@@ -700,3 +700,18 @@ fn the_resolver_takes_its_leaf_from_the_ca_at_each_handshake() {
     handshake(&ca, pinned, "api.github.com", true).unwrap();
     assert_eq!(ca.minted_count(), 3);
 }
+
+#[test]
+fn the_subject_hash_is_the_one_openssl_computes() {
+    for run_id in ["test-run", "0f7a423a72d9af54"] {
+        let ca = RunCa::mint(CaConfig::new(run_id, ["api.example.com"])).unwrap();
+        let dir = TempDir::new();
+        let pem = dir.write("ca.pem", ca.cert_pem().as_bytes());
+        let out = openssl(&["x509", "-noout", "-hash", "-in", pem.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", to_text(&out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            ca.subject_hash()
+        );
+    }
+}

@@ -2,8 +2,10 @@
 
 argv: TARGET (host:port) CALL (unary or stream) OUT. grpcio finds its proxy in the
 environment `sluice run` sets (it reads `grpc_proxy`, else `https_proxy`, else `http_proxy`,
-and sends the Basic credentials of the URL as `Proxy-Authorization` on its CONNECT); the
-run CA comes from `SSL_CERT_FILE`, since grpcio keeps roots of its own. Sends `authorization: Bearer $API_TOKEN` (the placeholder) and writes what
+and sends the Basic credentials of the URL as `Proxy-Authorization` on its CONNECT); it
+trusts what a default grpcio client trusts: `GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`, which
+`sluice run` points at the run bundle over any inherited value (grpcio keeps roots of its
+own otherwise). Sends `authorization: Bearer $API_TOKEN` (the placeholder) and writes what
 came back (messages, trailing metadata, status) to OUT as JSON.
 """
 
@@ -15,8 +17,7 @@ import grpc
 
 target, call, out = sys.argv[1:4]
 token = os.environ["API_TOKEN"]
-with open(os.environ["SSL_CERT_FILE"], "rb") as bundle:
-    credentials = grpc.ssl_channel_credentials(root_certificates=bundle.read())
+credentials = grpc.ssl_channel_credentials()
 
 
 def encode(message):

@@ -367,6 +367,11 @@ async fn grpc_call(call: &str) -> GrpcCall {
     let launch = launch
         .policy(&policy("api_token", &file, "grpc.test", "header, body"))
         .resolve("grpc.test")
+        // As many CI images (this machine's among them) do: the launcher must win over it.
+        .env(
+            "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+            "/etc/ssl/certs/ca-certificates.crt",
+        )
         .cwd(work.path());
     let out_file = work.path().join("grpc.out");
     let command = vec![

@@ -169,8 +169,13 @@ async fn curl_in_the_child_reaches_the_upstream_with_the_value_swapped_in() {
     let dir = tempfile::tempdir().unwrap();
     let ca = pki.ca_path();
     let url = format!("https://api.test:{}/echo", upstream.port());
+    // The body holds the real value, read by curl from a file: a value in argv itself
+    // would refuse the launch.
+    let body = dir.path().join("body");
+    std::fs::write(&body, format!("echo {TOKEN}")).unwrap();
     let script = format!(
-        "curl -sS --fail-with-body -H \"Authorization: Bearer $API_TOKEN\" --data-binary 'echo {TOKEN}' {url}"
+        "curl -sS --fail-with-body -H \"Authorization: Bearer $API_TOKEN\" --data-binary @{} {url}",
+        body.display()
     );
     let dir_path = dir.path().to_owned();
     let out = tokio::task::spawn_blocking(move || {
@@ -486,4 +491,135 @@ fn clear_env_passes_only_the_allowlist_what_sluice_sets_and_pass_env() {
     ] {
         assert!(env.contains(set), "{set} missing: {env}");
     }
+}
+
+/// Every variable a client family reads to find a CA bundle file (docs/launcher.md).
+const BUNDLE_VARIABLES: [&str; 20] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
+    "AWS_CA_BUNDLE",
+    "npm_config_cafile",
+    "NPM_CONFIG_CAFILE",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+    "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+    "HTTPLIB2_CA_CERTS",
+    "NIX_SSL_CERT_FILE",
+    "DENO_CERT",
+    "BUNDLE_SSL_CA_CERT",
+    "COMPOSER_CAFILE",
+    "HEX_CACERTS_PATH",
+    "WEBSOCKET_CLIENT_CA_BUNDLE",
+    "YARN_CA_FILE_PATH",
+];
+
+/// Every variable a client reads to find a hashed certificate directory.
+const DIRECTORY_VARIABLES: [&str; 2] = ["SSL_CERT_DIR", "GIT_SSL_CAPATH"];
+
+#[test]
+fn every_trust_variable_points_at_the_run_ca_over_an_inherited_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy(dir.path());
+    let report = dir.path().join("trust");
+    // For each variable, the subject of the first certificate of the bundle it names; for
+    // each directory variable, the subject of the certificates OpenSSL finds there by hash.
+    let script = r#"
+        for name in "$@"; do
+          eval "path=\$$name"
+          if [ -d "$path" ]; then
+            for cert in "$path"/*; do openssl x509 -noout -subject -in "$cert"; done \
+              | grep -q 'sluice run CA' && echo "$name dir-has-run-ca $path"
+          else
+            echo "$name $(openssl x509 -noout -subject -in "$path" | tr -d '\n') $path"
+          fi
+        done > "$0"
+    "#;
+    let mut cmd = Command::new(sluice_bin());
+    cmd.args(["run", "--policy"])
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
+        .args(["--", "sh", "-c", script])
+        .arg(&report)
+        .args(BUNDLE_VARIABLES)
+        .args(DIRECTORY_VARIABLES)
+        .current_dir(dir.path());
+    // What an operator's environment (or a CI image) already says.
+    for name in BUNDLE_VARIABLES {
+        cmd.env(name, "/etc/ssl/certs/ca-certificates.crt");
+    }
+    for name in DIRECTORY_VARIABLES {
+        cmd.env(name, "/etc/ssl/certs");
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = std::fs::read_to_string(&report).unwrap();
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(
+        lines.len(),
+        BUNDLE_VARIABLES.len() + DIRECTORY_VARIABLES.len(),
+        "{report}"
+    );
+    for line in lines {
+        assert!(
+            line.contains("sluice run CA") || line.contains("dir-has-run-ca"),
+            "{line}"
+        );
+        assert!(!line.ends_with(" /etc/ssl/certs"), "{line}");
+        assert!(!line.contains("ca-certificates.crt"), "{line}");
+    }
+    // Nothing was withheld or named: sluice sets them all itself.
+    assert!(
+        !text(&out.stderr).contains("withheld"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_only_the_hashed_directory_trusts_the_run_ca() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki.ca_path();
+    let url = format!("https://api.test:{}/echo", upstream.port());
+    // curl on OpenSSL, with no bundle variable: what it trusts beyond its default bundle
+    // (the system's, which lacks the run CA) comes from the hashed directory, named with
+    // `--capath` or found by OpenSSL itself in SSL_CERT_DIR. The control: the system's own
+    // directory in both places is refused.
+    let script = format!(
+        "unset SSL_CERT_FILE CURL_CA_BUNDLE; \
+         curl -sS -o /dev/null --capath \"$SSL_CERT_DIR\" {url} && echo capath-ok; \
+         curl -sS -o /dev/null {url} && echo env-dir-ok; \
+         SSL_CERT_DIR=/etc/ssl/certs curl -sS -o /dev/null --capath /etc/ssl/certs {url} \
+           2>/dev/null || echo system-dir-refused"
+    );
+    let dir_path = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        sluice_run(
+            &dir_path,
+            &[
+                "--upstream-ca",
+                ca.to_str().unwrap(),
+                "--resolve",
+                "api.test=127.0.0.1",
+            ],
+            &["sh", "-c", &script],
+        )
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("capath-ok")
+            && stdout.contains("env-dir-ok")
+            && stdout.contains("system-dir-refused"),
+        "stdout: {stdout} stderr: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(upstream.records().len(), 2);
 }

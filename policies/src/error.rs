@@ -353,6 +353,17 @@ pub enum Problem {
         /// The secret's name.
         secret: String,
     },
+    /// A secret whose sinks only a host engine serves (`prompt`, `agent`, `params`):
+    /// `sluice run` refuses to launch with it.
+    #[error(
+        "secret {secret} is granted only {sinks}, which `sluice run` does not serve (it serves egress, command and file); its placeholder would resolve nowhere"
+    )]
+    HostEngineOnly {
+        /// The secret's name.
+        secret: String,
+        /// Its sinks, comma-separated.
+        sinks: String,
+    },
     /// A wildcard grant where the declaration names only a few hosts under it.
     #[error(
         "secret {secret}: `{pattern}` grants every host under {suffix}, but the declaration names only {named} there"
@@ -391,6 +402,7 @@ impl Problem {
         match self {
             Problem::LiteralValue { .. }
             | Problem::NoSinks { .. }
+            | Problem::HostEngineOnly { .. }
             | Problem::BroadWildcard { .. }
             | Problem::PassthroughHost { .. }
             | Problem::MetadataReachable { .. } => Severity::Warning,
@@ -466,6 +478,9 @@ impl Problem {
             Problem::NoSinks { .. } => {
                 "write `sinks: [egress]` to say so explicitly (or `sinks: []` for redact-only)".into()
             }
+            Problem::HostEngineOnly { secret, .. } => format!(
+                "serve it from a host engine (`sluice serve` with an admin endpoint), or grant secrets.{secret} egress, command or file; `sinks: []` makes it redact-only"
+            ),
             Problem::BroadWildcard { named, .. } => format!("list {named} instead of the wildcard"),
             Problem::PassthroughHost { .. } => {
                 "remove the host from egress.passthrough if the secret should be swapped there".into()

@@ -1,29 +1,11 @@
 //! Heuristics behind the lints: whether a literal value looks like a real credential.
 //!
-//! The answer describes the kind of credential in words; it never quotes the value.
+//! The shapes are [`crate::credentials`]'s, the same the launcher judges its inherited
+//! environment by; a long random-looking literal is flagged as well, since a literal in a
+//! declaration is a secret by construction and only the reason is at stake here. The answer
+//! describes the kind of credential in words; it never quotes the value.
 
-/// Prefixes of well-known credential formats, with what they are.
-const KNOWN_PREFIXES: &[(&str, &str)] = &[
-    ("ghp_", "a GitHub personal access token"),
-    ("gho_", "a GitHub OAuth token"),
-    ("ghu_", "a GitHub user-to-server token"),
-    ("ghs_", "a GitHub server-to-server token"),
-    ("ghr_", "a GitHub refresh token"),
-    ("github_pat_", "a GitHub fine-grained token"),
-    ("glpat-", "a GitLab personal access token"),
-    ("sk-", "an OpenAI/Anthropic-style API key"),
-    ("sk_live_", "a Stripe live key"),
-    ("rk_live_", "a Stripe restricted key"),
-    ("AKIA", "an AWS access key id"),
-    ("ASIA", "an AWS temporary access key id"),
-    ("xoxa-", "a Slack token"),
-    ("xoxb-", "a Slack bot token"),
-    ("xoxp-", "a Slack user token"),
-    ("xoxr-", "a Slack refresh token"),
-    ("xoxs-", "a Slack session token"),
-    ("AIza", "a Google API key"),
-    ("-----BEGIN", "a PEM private key or certificate"),
-];
+use crate::credentials::credential_shape;
 
 /// Length from which a string is judged by its entropy.
 const ENTROPY_MIN_LEN: usize = 20;
@@ -32,9 +14,8 @@ const ENTROPY_THRESHOLD: f64 = 3.5;
 
 /// Why `value` looks like a real credential, or `None`.
 pub(crate) fn looks_like_secret(value: &str) -> Option<String> {
-    let trimmed = value.trim_start();
-    if let Some((prefix, what)) = KNOWN_PREFIXES.iter().find(|(p, _)| trimmed.starts_with(p)) {
-        return Some(format!("it starts like {what} (`{prefix}`)"));
+    if let Some(shape) = credential_shape(value.as_bytes()) {
+        return Some(format!("it has the shape of {shape}"));
     }
     if value.chars().count() >= ENTROPY_MIN_LEN && shannon_entropy(value) >= ENTROPY_THRESHOLD {
         return Some(format!(
@@ -66,15 +47,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn known_prefixes_are_recognised() {
-        for v in [
-            "ghp_abcdefghijklmnop",
-            "sk-proj-aaaa",
-            "AKIAIOSFODNN7EXAMPLE",
-            "xoxb-1234-5678",
-            "-----BEGIN OPENSSH PRIVATE KEY-----",
+    fn the_launchers_credential_shapes_are_recognised() {
+        for (value, what) in [
+            ("ghp_0123456789abcdefABCDEF0123456789abcd", "GitHub"),
+            ("sk-proj-abcdefghijklmnopqrstuvwx", "OpenAI"),
+            ("AKIAIOSFODNN7EXAMPLE", "AWS"),
+            ("xoxb-1234-5678-abcdef", "Slack"),
+            (
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----",
+                "PEM",
+            ),
         ] {
-            assert!(looks_like_secret(v).is_some(), "{v}");
+            let why = looks_like_secret(value).unwrap_or_default();
+            assert!(why.contains(what), "{value}: {why}");
         }
     }
 
@@ -89,7 +74,7 @@ mod tests {
     fn the_reason_never_quotes_the_value() {
         let v = "q8Zr2LmXv9TpW4nKc7HsBd3Fy6";
         assert!(!looks_like_secret(v).unwrap().contains(v));
-        let v = "ghp_q8Zr2LmXv9TpW4nKc7HsBd3Fy6";
+        let v = "ghp_q8Zr2LmXv9TpW4nKc7HsBd3Fy6q8Zr2LmXv9Tp";
         assert!(!looks_like_secret(v).unwrap().contains("q8Zr"));
     }
 }

@@ -41,6 +41,10 @@ impl Sink {
         Sink::Egress,
     ];
 
+    /// The sinks `sluice run` serves itself: the proxy's swap, and the launcher's
+    /// environment and file. `prompt`, `agent` and `params` need a host engine.
+    pub const LAUNCHER: [Sink; 3] = [Sink::Egress, Sink::Command, Sink::File];
+
     /// The name used in declarations.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -197,6 +201,21 @@ impl SecretDecl {
     /// Whether it is redact-only (`sinks: []`): redacted everywhere, swapped nowhere.
     pub fn is_redact_only(&self) -> bool {
         self.sinks.is_empty()
+    }
+
+    /// Whether a runtime serving only `served` leaves this secret's grants unserved: it
+    /// names sinks, and none of them is among `served` (a placeholder nothing would ever
+    /// resolve). A redact-only secret is always served: redaction needs no sink.
+    ///
+    /// ```
+    /// use sluice_policies::{Policy, Sink};
+    /// let yaml = "version: 1\nsecrets:\n  k:\n    from: { env: K }\n    sinks: [prompt, agent]\n";
+    /// let loaded = Policy::parse(yaml, "p.yaml").unwrap();
+    /// assert!(loaded.policy.secrets()[0].unserved_by(&Sink::LAUNCHER));
+    /// assert!(!loaded.policy.secrets()[0].unserved_by(&Sink::ALL));
+    /// ```
+    pub fn unserved_by(&self, served: &[Sink]) -> bool {
+        !self.sinks.is_empty() && !self.sinks.iter().any(|sink| served.contains(sink))
     }
 
     /// The request parts `in:` grants (default `[Header]`).

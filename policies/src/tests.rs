@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::*;
 
 /// A value that must never appear in any message.
-const SECRET: &str = "ghp_Zq8r2LmXv9TpW4nKc7HsBd3Fy6Qa1";
+const SECRET: &str = "ghp_Zq8r2LmXv9TpW4nKc7HsBd3Fy6Qa1b2c3d4e";
 
 fn errors(src: &str) -> Diagnostics {
     match Policy::parse(src, "t.yaml") {
@@ -552,6 +552,29 @@ fn a_secret_without_sinks_is_linted_and_gets_egress() {
     assert_eq!(gh.sinks(), &[Sink::Egress]);
     assert!(!gh.sinks_explicit());
     assert_eq!(gh.locations(), &[Place::Header]);
+}
+
+#[test]
+fn a_secret_only_a_host_engine_can_serve_is_linted_and_one_the_launcher_serves_is_not() {
+    let w = warnings(&format!("{HEAD}    sinks: [prompt, agent]\n"));
+    expect_at(
+        &w,
+        5,
+        12,
+        |p| matches!(p, Problem::HostEngineOnly { secret, sinks } if secret == "gh" && sinks == "prompt, agent"),
+    );
+    for sinks in ["[]", "[prompt, command]", "[file]", "[params, file]"] {
+        let w = warnings(&format!("{HEAD}    sinks: {sinks}\n"));
+        assert!(
+            !w.iter()
+                .any(|d| matches!(d.problem, Problem::HostEngineOnly { .. })),
+            "{sinks}: {w:#?}"
+        );
+    }
+    let loaded = Policy::parse(&format!("{HEAD}    sinks: [params]\n"), "t.yaml").unwrap();
+    let gh = &loaded.policy.secrets()[0];
+    assert!(gh.unserved_by(&Sink::LAUNCHER));
+    assert!(!gh.unserved_by(&[Sink::Params]));
 }
 
 #[test]

@@ -252,6 +252,12 @@ impl Proxy {
         self.ca.cert_pem()
     }
 
+    /// OpenSSL's hash of the run CA's subject: its file name (`<hash>.0`) in a hashed
+    /// certificate directory.
+    pub fn ca_subject_hash(&self) -> String {
+        self.ca.subject_hash().to_owned()
+    }
+
     /// The run's placeholders.
     pub fn placeholders(&self) -> &Placeholders {
         &self.placeholders

@@ -66,6 +66,20 @@ pub(super) fn secret_decl(
                     ),
                 }
             }
+            if !sinks.is_empty() && !sinks.iter().any(|sink| Sink::LAUNCHER.contains(sink)) {
+                cx.at(
+                    list,
+                    format!("{base}.sinks"),
+                    Problem::HostEngineOnly {
+                        secret: n.clone(),
+                        sinks: sinks
+                            .iter()
+                            .map(|sink| sink.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    },
+                );
+            }
             sinks
         }
     };

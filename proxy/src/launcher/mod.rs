@@ -1,0 +1,323 @@
+//! The launcher: `sluice run -- CMD`. Starts the proxy on an ephemeral loopback port, runs
+//! CMD with the proxy and CA-trust variables set and its secrets as placeholders, redacts
+//! CMD's stdout and stderr through the same guard the proxy uses, and exits with CMD's
+//! status.
+//!
+//! What it must never do: hand CMD a real value it was not granted (`command` puts a value
+//! in CMD's environment, `file` in a 0600 file; everything else gets the placeholder, and
+//! every inherited variable holding a known value is redacted), expand or re-quote CMD's
+//! argv, or leave the run directory behind.
+
+mod environment;
+mod output;
+mod refuse;
+mod trust;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use sluice_guard::Guard;
+use sluice_policies::{Policy, Sink, placeholder_name};
+use tokio::process::Command;
+
+use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
+
+use environment::{environment, say_withheld};
+use output::pump;
+use refuse::{refuse_unserved, refuse_values_in_argv};
+use trust::Trust;
+
+/// Variables that point a client at a proxy.
+pub(super) const PROXY_VARIABLES: [&str; 6] = [
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+];
+
+/// Signals passed on to the child. SIGINT is not among them: from a terminal it already
+/// reaches the child, which shares sluice's process group, and a second copy would make
+/// many programs abandon their clean-up.
+const FORWARDED: [tokio::signal::unix::SignalKind; 5] = [
+    tokio::signal::unix::SignalKind::terminate(),
+    tokio::signal::unix::SignalKind::hangup(),
+    tokio::signal::unix::SignalKind::quit(),
+    tokio::signal::unix::SignalKind::user_defined1(),
+    tokio::signal::unix::SignalKind::user_defined2(),
+];
+
+/// What to launch, and how.
+pub(crate) struct LaunchConfig {
+    /// The compiled declaration.
+    pub policy: Policy,
+    /// CMD and its arguments, passed as given.
+    pub command: Vec<OsString>,
+    /// Where the audit log goes.
+    pub audit_log: PathBuf,
+    /// Extra upstream roots (`--upstream-ca`).
+    pub upstream_ca: Vec<PathBuf>,
+    /// Host pins (`--resolve`).
+    pub resolve: Vec<(String, std::net::IpAddr)>,
+    /// Variables passed unchanged on purpose, though they look like credentials
+    /// (`--pass-env`).
+    pub pass_env: Vec<OsString>,
+    /// Pass only [`environment::CLEAR_ENV_ALLOWLIST`] (and `--pass-env`) of the inherited environment
+    /// (`--clear-env`).
+    pub clear_env: bool,
+}
+
+/// Why a launch failed before or around CMD. Names the part; never a value.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LaunchError {
+    /// No command was given.
+    #[error("no command to run: give one after `--`, e.g. sluice run --policy p.yaml -- my-agent")]
+    NoCommand,
+    /// The proxy did not start.
+    #[error("{0}")]
+    Start(#[from] StartError),
+    /// The private run directory could not be made or written.
+    #[error("run directory: {0}")]
+    RunDir(std::io::Error),
+    /// A granted value cannot be put in an environment variable.
+    #[error(
+        "secret {secret} is granted the command sink but its value holds a NUL byte, which no environment variable can carry; grant it `file` instead"
+    )]
+    NulInValue {
+        /// The secret.
+        secret: String,
+    },
+    /// Secrets whose sinks this launcher cannot serve: their placeholders would resolve
+    /// nowhere.
+    #[error(
+        "{secrets}: `sluice run` serves egress, command and file only; grant one of them, write `sinks: []` for redact-only, or serve the secret from a host engine (sluice serve with an admin endpoint)"
+    )]
+    Unserved {
+        /// Each such secret and the sinks it asked for, as a sentence.
+        secrets: String,
+    },
+    /// An argument of CMD holds a real value: the operator's shell expanded it before
+    /// sluice saw it, and CMD could print it past the output redaction.
+    #[error(
+        "{arguments}: the shell expanded the variable before sluice saw it; quote it in single quotes (e.g. '$GITHUB_TOKEN') so the command expands its own placeholder, or grant the secret the command sink; argv is passed verbatim, never rewritten"
+    )]
+    ValueInArgv {
+        /// Each such argument's index (the program is 0) and secret, as a sentence.
+        arguments: String,
+    },
+    /// CMD could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program, as given.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Waiting for CMD failed.
+    #[error("waiting for the command: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Runs CMD under sluice and returns the exit code sluice should exit with: CMD's own, or
+/// 128 + the signal that ended it.
+pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
+    let Some((program, args)) = config.command.split_first() else {
+        return Err(LaunchError::NoCommand);
+    };
+    refuse_unserved(&config.policy)?;
+    // What the command will not get, decided before the proxy starts so that its `start`
+    // event can list it; on the secrets' values, without the run's placeholders.
+    let probe = config
+        .policy
+        .build_guard(&config.policy.mint_placeholders())
+        .map_err(StartError::from)?;
+    refuse_values_in_argv(&config.policy, &probe, &config.command)?;
+    let (_, withheld) = environment(&config.policy, &probe, &config.pass_env, config.clear_env);
+    drop(probe);
+    close_own_memory();
+    let run_dir = tempfile::Builder::new()
+        .prefix("sluice-run-")
+        .tempdir()
+        .map_err(LaunchError::RunDir)?;
+    let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
+    proxy_config.withheld_env = withheld
+        .iter()
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .collect();
+    proxy_config.upstream_ca = config.upstream_ca;
+    proxy_config.workers = sluice_proxy::default_workers();
+    proxy_config.resolve = config.resolve;
+    let proxy = start(proxy_config).await?;
+    let guard = proxy.guard();
+    let env = match child_env(
+        &proxy,
+        proxy.policy(),
+        &guard,
+        run_dir.path(),
+        &config.pass_env,
+        config.clear_env,
+    ) {
+        Ok(env) => env,
+        Err(error) => {
+            let _ = proxy.shutdown().await;
+            return Err(error);
+        }
+    };
+    let mut child = match Command::new(program)
+        .args(args)
+        .env_clear()
+        .envs(&env)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(source) => {
+            let _ = proxy.shutdown().await;
+            return Err(LaunchError::Spawn {
+                program: program.to_string_lossy().into_owned(),
+                source,
+            });
+        }
+    };
+    // Output is redacted as it streams; each read is written and flushed at once.
+    let stdout = child
+        .stdout
+        .take()
+        .map(|out| tokio::spawn(pump(out, tokio::io::stdout(), guard.clone())));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|err| tokio::spawn(pump(err, tokio::io::stderr(), guard.clone())));
+    let forwarding = forward_signals(child.id());
+    let status = child.wait().await.map_err(LaunchError::Wait);
+    for task in forwarding {
+        task.abort();
+    }
+    for pump in [stdout, stderr].into_iter().flatten() {
+        let _ = pump.await;
+    }
+    if let Err(error) = proxy.shutdown().await {
+        tracing::error!(%error, "closing the audit log failed");
+    }
+    drop(run_dir);
+    let status = status?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => 128u8.saturating_add(u8::try_from(signal).unwrap_or(0)),
+        (None, None) => 1,
+    })
+}
+
+/// Makes sluice non-dumpable: the command runs as sluice's own user, and could otherwise read
+/// sluice's initial environment block and memory (`/proc/PPID/environ`, `/proc/PPID/mem`,
+/// ptrace, a core dump), and the real values in them. A command running as root keeps that
+/// power, which is said at start.
+fn close_own_memory() {
+    if let Err(error) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("sluice: cannot make sluice's memory unreadable to the command: {error}");
+    }
+    if nix::unistd::geteuid().is_root() {
+        eprintln!(
+            "sluice: running as root: a command that also runs as root can still read sluice's memory, and the secrets in it; run sluice as an unprivileged user"
+        );
+    }
+}
+
+/// The child's environment: the parent's, each value that holds a known secret redacted and
+/// each undeclared credential-shaped variable withheld (named on stderr); then the proxy,
+/// the CA bundle, and one variable per secret.
+fn child_env(
+    proxy: &Proxy,
+    policy: &Policy,
+    guard: &Guard,
+    run_dir: &Path,
+    pass_env: &[OsString],
+    clear_env: bool,
+) -> Result<BTreeMap<OsString, OsString>, LaunchError> {
+    let (mut env, withheld) = environment(policy, guard, pass_env, clear_env);
+    let proxy_url = OsString::from(proxy.proxy_url());
+    for name in PROXY_VARIABLES {
+        env.insert(name.into(), proxy_url.clone());
+    }
+    env.insert("NO_PROXY".into(), OsString::new());
+    env.insert("no_proxy".into(), OsString::new());
+    let trust = Trust::write(run_dir, &proxy.ca_pem(), &proxy.ca_subject_hash())
+        .map_err(LaunchError::RunDir)?;
+    for (name, path) in trust.variables() {
+        env.insert(name.into(), path.as_os_str().to_owned());
+    }
+    for decl in policy.secrets() {
+        let name = decl.name();
+        let Some(id) = guard.id(name) else {
+            continue;
+        };
+        let variable = OsString::from(placeholder_name(name));
+        let value = if policy.may_sink(name, Sink::Command).is_ok() {
+            let bytes = guard.value(id).expose();
+            if bytes.contains(&0) {
+                return Err(LaunchError::NulInValue {
+                    secret: name.to_owned(),
+                });
+            }
+            OsString::from_vec(bytes.to_vec())
+        } else if policy.may_sink(name, Sink::File).is_ok() {
+            write_secret_file(run_dir, name, guard.value(id).expose())
+                .map_err(LaunchError::RunDir)?
+                .into_os_string()
+        } else {
+            OsString::from(guard.placeholder(id).as_str())
+        };
+        env.insert(variable, value);
+    }
+    say_withheld(&withheld, pass_env);
+    Ok(env)
+}
+
+/// A `file`-granted value, in a 0600 file only the run can read.
+fn write_secret_file(run_dir: &Path, secret: &str, value: &[u8]) -> std::io::Result<PathBuf> {
+    let dir = run_dir.join("secrets");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(placeholder_name(secret).to_ascii_lowercase());
+    crate::files::write_new(&path, value, 0o600)?;
+    Ok(path)
+}
+
+/// Passes SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 on to the child, and swallows
+/// SIGINT, until the returned tasks are aborted.
+fn forward_signals(child: Option<u32>) -> Vec<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut tasks = Vec::new();
+    let Some(pid) = child.and_then(|id| i32::try_from(id).ok()) else {
+        return tasks;
+    };
+    let pid = nix::unistd::Pid::from_raw(pid);
+    // Ctrl-C is the child's to handle; sluice only must not die of it first.
+    if let Ok(mut interrupt) = signal(SignalKind::interrupt()) {
+        tasks.push(tokio::spawn(async move {
+            while interrupt.recv().await.is_some() {}
+        }));
+    }
+    for kind in FORWARDED {
+        let (Ok(mut stream), Ok(sig)) = (
+            signal(kind),
+            nix::sys::signal::Signal::try_from(kind.as_raw_value()),
+        ) else {
+            continue;
+        };
+        tasks.push(tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                let _ = nix::sys::signal::kill(pid, sig);
+            }
+        }));
+    }
+    tasks
+}

@@ -1,0 +1,60 @@
+//! The launches refused before anything starts: a secret whose sinks this launcher cannot
+//! serve, and a real value in CMD's argv. Both name the secret (and the argument's index),
+//! never a value; neither starts the proxy or the command.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+
+use sluice_guard::Guard;
+use sluice_policies::{Policy, Sink};
+
+use super::LaunchError;
+
+/// Refuses a declaration with secrets whose sinks the launcher does not serve (`prompt`,
+/// `agent`, `params` alone): the command would get a placeholder that nothing resolves.
+pub(super) fn refuse_unserved(policy: &Policy) -> Result<(), LaunchError> {
+    let unserved: Vec<String> = policy
+        .secrets()
+        .iter()
+        .filter(|decl| decl.unserved_by(&Sink::LAUNCHER))
+        .map(|decl| {
+            let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
+            format!("secret {} asks for {}", decl.name(), sinks.join(", "))
+        })
+        .collect();
+    if unserved.is_empty() {
+        Ok(())
+    } else {
+        Err(LaunchError::Unserved {
+            secrets: unserved.join("; "),
+        })
+    }
+}
+
+/// Refuses a command whose argv holds a known value (in any encoding the guard knows, in
+/// any letter case) of a secret not granted `command`. argv is never rewritten: a changed
+/// argument would change what the command does.
+pub(super) fn refuse_values_in_argv(
+    policy: &Policy,
+    guard: &Guard,
+    argv: &[OsString],
+) -> Result<(), LaunchError> {
+    let mut found = Vec::new();
+    for (index, argument) in argv.iter().enumerate() {
+        for id in guard.values_in_name(argument.as_bytes()) {
+            let secret = guard.name(id);
+            if policy.may_sink(secret, Sink::Command).is_err() {
+                found.push(format!(
+                    "argument {index} of the command (the program is 0) holds the value of secret {secret}"
+                ));
+            }
+        }
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(LaunchError::ValueInArgv {
+            arguments: found.join("; "),
+        })
+    }
+}

@@ -1,0 +1,211 @@
+//! What makes a client trust the run CA: one PEM bundle (the run CA, then the system roots)
+//! and one hashed certificate directory, and every variable a client family reads to find a
+//! CA bundle or directory, pointed at them.
+//!
+//! The variables win over inherited ones: an operator's environment that already points
+//! gRPC, gcloud or Nix at the system roots (as many CI images do) would otherwise leave
+//! those clients refusing the run CA. What it must never do: leave an inherited trust
+//! variable pointing elsewhere, or write the CA's key (only its certificate is here).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Where the system's CA bundle may live, first found wins; the sandbox's bundle is the run
+/// CA plus these roots, so hosts sluice does not intercept (passthrough) still verify.
+const SYSTEM_BUNDLES: [&str; 4] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/ca-bundle.pem",
+];
+
+/// Where the system's hashed certificate directory may live, first found wins.
+const SYSTEM_DIRECTORIES: [&str; 2] = ["/etc/ssl/certs", "/etc/pki/tls/certs"];
+
+/// Variables that point a client at a CA bundle file, and who reads each (docs/launcher.md
+/// has the same table).
+pub(super) const BUNDLE_VARIABLES: [&str; 20] = [
+    // OpenSSL and what is built on it (Python's ssl, Ruby, PHP, .NET), Go, rustls-native-certs.
+    "SSL_CERT_FILE",
+    // Python requests.
+    "REQUESTS_CA_BUNDLE",
+    // curl (and requests, as a fallback).
+    "CURL_CA_BUNDLE",
+    // Node.js, added to its own store.
+    "NODE_EXTRA_CA_CERTS",
+    // git.
+    "GIT_SSL_CAINFO",
+    // pip.
+    "PIP_CERT",
+    // cargo.
+    "CARGO_HTTP_CAINFO",
+    // The AWS CLI and SDKs.
+    "AWS_CA_BUNDLE",
+    // npm's `cafile` replaces Node's store (so NODE_EXTRA_CA_CERTS is ignored) when a global
+    // npmrc sets one, as Debian's does; the variable overrides every npmrc. npm reads it in
+    // either case.
+    "npm_config_cafile",
+    "NPM_CONFIG_CAFILE",
+    // gRPC core (Python, Ruby, C++, PHP): without it, gRPC uses its own roots.
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+    // gcloud.
+    "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+    // httplib2 (google-api-python-client), which carries its own roots otherwise.
+    "HTTPLIB2_CA_CERTS",
+    // Nix.
+    "NIX_SSL_CERT_FILE",
+    // Deno, added to its own store.
+    "DENO_CERT",
+    // Bundler.
+    "BUNDLE_SSL_CA_CERT",
+    // Composer.
+    "COMPOSER_CAFILE",
+    // Elixir's Hex.
+    "HEX_CACERTS_PATH",
+    // Python's websocket-client.
+    "WEBSOCKET_CLIENT_CA_BUNDLE",
+    // Yarn 2 and later (`caFilePath`).
+    "YARN_CA_FILE_PATH",
+];
+
+/// Variables that point a client at a hashed certificate directory (`<hash>.0` files).
+pub(super) const DIRECTORY_VARIABLES: [&str; 2] = [
+    // OpenSSL's lookup by subject hash, Go and rustls-native-certs (which read every file).
+    "SSL_CERT_DIR",
+    // git's `http.sslCAPath`.
+    "GIT_SSL_CAPATH",
+];
+
+/// Whether sluice sets `name` itself to point a client at the run's trust.
+pub(super) fn is_trust_variable(name: &str) -> bool {
+    BUNDLE_VARIABLES.contains(&name) || DIRECTORY_VARIABLES.contains(&name)
+}
+
+/// The run's trust, written into the run directory.
+pub(super) struct Trust {
+    /// `ca-bundle.pem`: the run CA, then the system roots.
+    bundle: PathBuf,
+    /// `certs/`: the system's hashed directory (as links) plus the run CA under its hash.
+    directory: PathBuf,
+}
+
+impl Trust {
+    /// Writes the bundle and the directory for the CA `ca_pem`, whose OpenSSL subject hash
+    /// is `subject_hash`.
+    pub(super) fn write(run_dir: &Path, ca_pem: &str, subject_hash: &str) -> io::Result<Self> {
+        Ok(Self {
+            bundle: write_bundle(run_dir, ca_pem)?,
+            directory: write_directory(run_dir, ca_pem, subject_hash)?,
+        })
+    }
+
+    /// Every trust variable and the path it gets.
+    pub(super) fn variables(&self) -> impl Iterator<Item = (&'static str, &Path)> {
+        let bundle = BUNDLE_VARIABLES
+            .into_iter()
+            .map(|name| (name, self.bundle.as_path()));
+        let directory = DIRECTORY_VARIABLES
+            .into_iter()
+            .map(|name| (name, self.directory.as_path()));
+        bundle.chain(directory)
+    }
+}
+
+/// The run CA followed by the system roots, as one PEM bundle in the run directory.
+fn write_bundle(run_dir: &Path, ca_pem: &str) -> io::Result<PathBuf> {
+    let mut bundle = ca_pem.to_owned();
+    match SYSTEM_BUNDLES
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+    {
+        Some(system) => {
+            bundle.push('\n');
+            bundle.push_str(&system);
+        }
+        None => tracing::warn!(
+            "no system CA bundle found; the sandbox trusts only the run CA (passthrough hosts will not verify)"
+        ),
+    }
+    let path = run_dir.join("ca-bundle.pem");
+    crate::files::write_new(&path, bundle.as_bytes(), 0o644)?;
+    Ok(path)
+}
+
+/// A hashed certificate directory: a link to each hashed entry of the system's own
+/// directory, and the run CA as `<hash>.N`, N the first index the system does not use.
+fn write_directory(run_dir: &Path, ca_pem: &str, subject_hash: &str) -> io::Result<PathBuf> {
+    let directory = run_dir.join("certs");
+    std::fs::create_dir(&directory)?;
+    let mut taken = Vec::new();
+    if let Some(system) = SYSTEM_DIRECTORIES
+        .iter()
+        .map(Path::new)
+        .find(|dir| dir.is_dir())
+    {
+        for entry in std::fs::read_dir(system)?.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str().filter(|name| is_hashed_name(name)) else {
+                continue;
+            };
+            std::os::unix::fs::symlink(entry.path(), directory.join(name))?;
+            taken.push(name.to_owned());
+        }
+    }
+    let index = (0..)
+        .find(|i| !taken.contains(&format!("{subject_hash}.{i}")))
+        .unwrap_or(0);
+    crate::files::write_new(
+        &directory.join(format!("{subject_hash}.{index}")),
+        ca_pem.as_bytes(),
+        0o644,
+    )?;
+    Ok(directory)
+}
+
+/// Whether `name` is a hashed directory entry: eight hex digits, a dot, an index
+/// (`5ad8a5d6.0`), as `c_rehash` and `openssl rehash` write them.
+fn is_hashed_name(name: &str) -> bool {
+    let Some((hash, index)) = name.split_once('.') else {
+        return false;
+    };
+    hash.len() == 8
+        && hash.bytes().all(|b| b.is_ascii_hexdigit())
+        && !index.is_empty()
+        && index.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashed_names_are_recognised_and_other_files_are_not() {
+        assert!(is_hashed_name("5ad8a5d6.0"));
+        assert!(is_hashed_name("0123abcd.12"));
+        for name in [
+            "ca-certificates.crt",
+            "5ad8a5d6",
+            "5ad8a5d6.",
+            "5ad8a5d.0",
+            "5ad8a5d6.0.pem",
+            "ISRG_Root_X1.pem",
+        ] {
+            assert!(!is_hashed_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_run_ca_takes_the_first_index_its_hash_leaves_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let trust = Trust::write(dir.path(), "-----BEGIN CERTIFICATE-----\n", "0badc0de").unwrap();
+        let ca = trust.directory.join("0badc0de.0");
+        assert_eq!(
+            std::fs::read_to_string(ca).unwrap(),
+            "-----BEGIN CERTIFICATE-----\n"
+        );
+        let names: Vec<&str> = trust.variables().map(|(name, _)| name).collect();
+        assert!(names.contains(&"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"));
+        assert!(names.contains(&"SSL_CERT_DIR"));
+        assert!(trust.variables().all(|(name, _)| is_trust_variable(name)));
+    }
+}
