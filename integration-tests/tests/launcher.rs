@@ -125,6 +125,29 @@ fn the_child_gets_placeholders_proxy_and_ca_variables_and_granted_values() {
         "the run directory outlived the run"
     );
     assert!(!std::path::Path::new(&bundle).exists());
+    // Each value handed to the command is audited, by name and place, never the value.
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    let events = audit_events(&audit, "materialize");
+    assert_eq!(events.len(), 2, "{audit}");
+    let handed = |secret: &str| {
+        events
+            .iter()
+            .find(|e| e["secret"] == secret)
+            .unwrap_or_else(|| panic!("no materialize for {secret}: {audit}"))["location"]
+            .clone()
+    };
+    assert_eq!(handed("cmd_key"), "env:CMD_KEY");
+    assert_eq!(handed("file_key"), "file");
+    assert!(!audit.contains(CMD_KEY) && !audit.contains(FILE_KEY) && !audit.contains(TOKEN));
+}
+
+/// The audit log's events of `kind`, parsed.
+fn audit_events(audit: &str, kind: &str) -> Vec<serde_json::Value> {
+    audit
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["event"] == kind)
+        .collect()
 }
 
 #[test]
@@ -140,12 +163,34 @@ fn output_is_redacted_and_exit_status_and_argv_pass_through() {
         stdout.starts_with("the token is SLUICE_API_TOKEN_") && stdout.ends_with("!\n"),
         "{stdout}"
     );
+    // The command's redactions are audited, per stream, with their count.
+    let redactions = || {
+        let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+        assert!(!audit.contains(TOKEN), "{audit}");
+        audit_events(&audit, "redact")
+    };
+    let events = redactions();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (
+            &events[0]["secret"],
+            &events[0]["location"],
+            &events[0]["count"]
+        ),
+        (&"api_token".into(), &"stdout".into(), &1.into())
+    );
     // stderr too, and the exit code is the child's.
-    let script = format!("cat {} >&2; exit 7", value_file.display());
+    let script = format!("cat {0} >&2; cat {0} {0} >&2; exit 7", value_file.display());
     let out = sluice_run(dir.path(), &[], &["sh", "-c", &script]);
     assert_eq!(out.status.code(), Some(7));
     assert!(!text(&out.stderr).contains(TOKEN));
     assert!(text(&out.stderr).contains("SLUICE_API_TOKEN_"));
+    let events = redactions();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (&events[0]["location"], &events[0]["count"]),
+        (&"stderr".into(), &3.into())
+    );
     // A child killed by a signal: 128 + N.
     let out = sluice_run(dir.path(), &[], &["sh", "-c", "kill -TERM $$"]);
     assert_eq!(out.status.code(), Some(143));

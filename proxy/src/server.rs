@@ -258,6 +258,13 @@ impl Proxy {
         self.ca.subject_hash().to_owned()
     }
 
+    /// Records an event the proxy did not see itself: the launcher's `materialize`, and
+    /// its `redact` of the command's output. The log's redactor runs over it as over every
+    /// event.
+    pub fn record(&self, event: crate::audit::Event) -> Result<(), crate::audit::AuditError> {
+        self.shared.audit.record(event)
+    }
+
     /// The run's placeholders.
     pub fn placeholders(&self) -> &Placeholders {
         &self.placeholders

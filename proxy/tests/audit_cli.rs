@@ -181,7 +181,7 @@ fn summary_tables_a_known_run() {
             .map(str::to_owned)
             .collect()
     };
-    // SECRET HOST SWAPS VERBATIM REFUSED REDACTED TUNNELS DENIED AUTH_FAIL
+    // SECRET HOST SWAPS VERBATIM REFUSED REDACTED TUNNELS DENIED AUTH_FAIL MATERIALIZED
     assert_eq!(
         row("api.github.com"),
         [
@@ -193,12 +193,24 @@ fn summary_tables_a_known_run() {
             "5",
             "0",
             "0",
+            "0",
             "0"
         ]
     );
     assert_eq!(
         row("metadata.internal"),
-        ["-", "metadata.internal", "0", "0", "0", "0", "0", "1", "0"]
+        [
+            "-",
+            "metadata.internal",
+            "0",
+            "0",
+            "0",
+            "0",
+            "0",
+            "1",
+            "0",
+            "0"
+        ]
     );
     assert!(stdout.contains("refusals by reason:"), "{stdout}");
     assert!(

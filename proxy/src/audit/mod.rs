@@ -107,13 +107,16 @@ pub enum EventKind {
     Deny,
     /// A proxy client failed authentication (`407`).
     AuthFail,
+    /// The launcher handed a real value to the command (the `command` or `file` sink);
+    /// `location` says where (`env:NAME`, `file`), names only.
+    Materialize,
     /// The run ended; always the last line, written by [`AuditLog::close`].
     Stop,
 }
 
 impl EventKind {
     /// Every kind, in schema order.
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::Start,
         EventKind::Swap,
         EventKind::Refuse,
@@ -122,6 +125,7 @@ impl EventKind {
         EventKind::Tunnel,
         EventKind::Deny,
         EventKind::AuthFail,
+        EventKind::Materialize,
         EventKind::Stop,
     ];
 
@@ -136,6 +140,7 @@ impl EventKind {
             EventKind::Tunnel => "tunnel",
             EventKind::Deny => "deny",
             EventKind::AuthFail => "auth_fail",
+            EventKind::Materialize => "materialize",
             EventKind::Stop => "stop",
         }
     }
@@ -246,6 +251,9 @@ pub struct Counts {
     pub deny: u64,
     /// `auth_fail` events.
     pub auth_fail: u64,
+    /// `materialize` events (absent from the logs of a proxy without a launcher).
+    #[serde(default)]
+    pub materialize: u64,
 }
 
 impl Counts {
@@ -259,6 +267,7 @@ impl Counts {
             EventKind::Tunnel => self.tunnel += 1,
             EventKind::Deny => self.deny += 1,
             EventKind::AuthFail => self.auth_fail += 1,
+            EventKind::Materialize => self.materialize += 1,
             EventKind::Start | EventKind::Stop => {}
         }
     }

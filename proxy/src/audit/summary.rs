@@ -49,6 +49,8 @@ pub struct SummaryRow {
     pub denials: u64,
     /// `auth_fail` events.
     pub auth_failures: u64,
+    /// `materialize` events (values the launcher handed to the command).
+    pub materialized: u64,
 }
 
 impl SummaryRow {
@@ -99,6 +101,7 @@ fn tally(rows: &mut BTreeMap<(Option<String>, Option<String>), SummaryRow>, line
         EventKind::Tunnel => row.tunnels += 1,
         EventKind::Deny => row.denials += 1,
         EventKind::AuthFail => row.auth_failures += 1,
+        EventKind::Materialize => row.materialized += 1,
         EventKind::Start | EventKind::Stop => {}
     }
 }
@@ -136,6 +139,7 @@ impl Summary {
                 "TUNNELS",
                 "DENIED",
                 "AUTH_FAIL",
+                "MATERIALIZED",
             ]
             .map(str::to_owned)
             .to_vec(),
@@ -151,12 +155,13 @@ impl Summary {
                 row.tunnels.to_string(),
                 row.denials.to_string(),
                 row.auth_failures.to_string(),
+                row.materialized.to_string(),
             ]);
         }
         render(
             &mut out,
             &table,
-            &[false, false, true, true, true, true, true, true, true],
+            &[false, false, true, true, true, true, true, true, true, true],
         );
 
         let mut reasons = vec![

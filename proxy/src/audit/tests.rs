@@ -115,6 +115,12 @@ fn known_run(path: &Path) {
     .unwrap();
     log.record(Event::new(EventKind::AuthFail).reason("wrong proxy credentials"))
         .unwrap();
+    log.record(
+        Event::new(EventKind::Materialize)
+            .secret("deploy_key")
+            .location("file"),
+    )
+    .unwrap();
     log.close().unwrap();
 }
 
@@ -126,7 +132,7 @@ fn every_event_kind_is_written_with_its_fields() {
     let path = dir.join("audit.jsonl");
     known_run(&path);
     let lines = lines(&path);
-    assert_eq!(lines.len(), 13);
+    assert_eq!(lines.len(), 14);
     let events: Vec<String> = lines
         .iter()
         .map(|l| json(l)["event"].as_str().unwrap().to_owned())
@@ -167,9 +173,9 @@ fn every_event_kind_is_written_with_its_fields() {
     let deny = json(&lines[10]);
     assert_eq!(deny["reason"], "blocked address");
 
-    let stop = json(&lines[12]);
+    let stop = json(&lines[13]);
     assert_eq!(stop["event"], "stop");
-    assert_eq!(stop["seq"], 13);
+    assert_eq!(stop["seq"], 14);
     let counts: Counts = serde_json::from_value(stop["counts"].clone()).unwrap();
     let expected = Counts {
         swap: 2,
@@ -179,6 +185,7 @@ fn every_event_kind_is_written_with_its_fields() {
         tunnel: 1,
         deny: 1,
         auth_fail: 1,
+        materialize: 1,
     };
     assert_eq!(counts, expected);
 
@@ -190,10 +197,10 @@ fn every_event_kind_is_written_with_its_fields() {
         assert!(ts.len() == 24 && ts.ends_with('Z'), "ts {ts}");
     }
     let verified = verify(&path).unwrap();
-    assert_eq!(verified.lines, 13);
+    assert_eq!(verified.lines, 14);
     assert!(verified.complete);
     assert_eq!(verified.counts, expected);
-    assert_eq!(verified.head, line_hash(lines[12].as_bytes()));
+    assert_eq!(verified.head, line_hash(lines[13].as_bytes()));
 }
 
 #[test]
@@ -587,7 +594,7 @@ fn a_request_full_of_secrets_leaves_none_in_the_log() {
         "https://…@api.example/v1/items?access_token=…&key=…&…&empty=…&sig=…#…"
     );
     assert_eq!(swap["method"], NONSTANDARD_METHOD);
-    assert_eq!(verify(&path).unwrap().lines, 16);
+    assert_eq!(verify(&path).unwrap().lines, 18);
 }
 
 #[test]
@@ -857,7 +864,7 @@ fn verification_catches_tampering() {
     after.push(good[1].clone());
     assert_eq!(
         broken_at(verify_lines(&dir, &after)),
-        (14, Break::AfterStop)
+        (15, Break::AfterStop)
     );
 
     // A second start.
@@ -883,7 +890,7 @@ fn verification_catches_tampering() {
         rechained.push(text);
     }
     let (line, why) = broken_at(verify_lines(&dir, &rechained));
-    assert_eq!(line, 12);
+    assert_eq!(line, 13);
     assert!(matches!(why, Break::StopCounts { .. }), "{why:?}");
 }
 
@@ -897,13 +904,13 @@ fn verification_catches_a_cut_tail_and_an_empty_file() {
     let cut = dir.join("cut.jsonl");
     std::fs::write(&cut, &text[..text.len() - 10]).unwrap();
     let (line, why) = broken_at(verify(&cut));
-    assert_eq!((line, why), (13, Break::NotTerminated));
+    assert_eq!((line, why), (14, Break::NotTerminated));
 
     // Whole lines cut from the end: the chain holds but `stop` is missing.
     let last_two = text[..text.len() - 1].rfind('\n').unwrap();
     std::fs::write(&cut, &text[..=last_two]).unwrap();
     let verified = verify(&cut).unwrap();
-    assert_eq!((verified.lines, verified.complete), (12, false));
+    assert_eq!((verified.lines, verified.complete), (13, false));
 
     std::fs::write(&cut, "").unwrap();
     assert_eq!(broken_at(verify(&cut)), (1, Break::Empty));
@@ -921,7 +928,7 @@ fn the_summary_counts_a_known_run() {
     known_run(&path);
     let summary = summarize(&path).unwrap();
     assert_eq!(summary.run_id, "run-known");
-    assert_eq!(summary.events, 13);
+    assert_eq!(summary.events, 14);
     assert!(summary.complete);
     let row = |secret: Option<&str>, host: Option<&str>| {
         summary
@@ -943,11 +950,12 @@ fn the_summary_counts_a_known_run() {
     assert_eq!(row(None, Some("pinned.example:443")).tunnels, 1);
     assert_eq!(row(None, Some("169.254.169.254")).denials, 1);
     assert_eq!(row(None, None).auth_failures, 1);
-    assert_eq!(summary.rows.len(), 6);
+    assert_eq!(row(Some("deploy_key"), None).materialized, 1);
+    assert_eq!(summary.rows.len(), 7);
 
     let table = summary.to_table();
     assert!(
-        table.starts_with("run run-known: 13 events, chain intact\n"),
+        table.starts_with("run run-known: 14 events, chain intact\n"),
         "{table}"
     );
     let gh_line = table
@@ -964,6 +972,7 @@ fn the_summary_counts_a_known_run() {
             "0",
             "0",
             "7",
+            "0",
             "0",
             "0",
             "0"

@@ -28,7 +28,7 @@ use tokio::process::Command;
 use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
 
 use environment::{environment, say_withheld};
-use output::pump;
+use output::{audit_redactions, pump};
 use refuse::{refuse_unserved, refuse_values_in_argv};
 use trust::Trust;
 
@@ -202,8 +202,12 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     for task in forwarding {
         task.abort();
     }
-    for pump in [stdout, stderr].into_iter().flatten() {
-        let _ = pump.await;
+    for (stream, pump) in [("stdout", stdout), ("stderr", stderr)] {
+        if let Some(pump) = pump
+            && let Ok(tally) = pump.await
+        {
+            audit_redactions(&proxy, stream, &tally);
+        }
     }
     if let Err(error) = proxy.shutdown().await {
         tracing::error!(%error, "closing the audit log failed");
@@ -268,11 +272,13 @@ fn child_env(
                     secret: name.to_owned(),
                 });
             }
+            materialized(proxy, name, &format!("env:{}", variable.to_string_lossy()))?;
             OsString::from_vec(bytes.to_vec())
         } else if policy.may_sink(name, Sink::File).is_ok() {
-            write_secret_file(run_dir, name, guard.value(id).expose())
-                .map_err(LaunchError::RunDir)?
-                .into_os_string()
+            let path = write_secret_file(run_dir, name, guard.value(id).expose())
+                .map_err(LaunchError::RunDir)?;
+            materialized(proxy, name, "file")?;
+            path.into_os_string()
         } else {
             OsString::from(guard.placeholder(id).as_str())
         };
@@ -280,6 +286,17 @@ fn child_env(
     }
     say_withheld(&withheld, pass_env);
     Ok(env)
+}
+
+/// Audits a value handed to the command (`materialize`, the secret's name and where),
+/// before the command can see it: a value whose handing cannot be audited is not handed.
+fn materialized(proxy: &Proxy, secret: &str, location: &str) -> Result<(), LaunchError> {
+    let event = sluice_proxy::audit::Event::new(sluice_proxy::audit::EventKind::Materialize)
+        .secret(secret)
+        .location(location);
+    proxy
+        .record(event)
+        .map_err(|error| LaunchError::Start(StartError::Audit(error)))
 }
 
 /// A `file`-granted value, in a 0600 file only the run can read.

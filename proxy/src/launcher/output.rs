@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use sluice_guard::{Guard, Rewriter};
+use sluice_guard::{Guard, Rewriter, Tally};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Copies a child's output stream to ours through the guard's redactor, flushing after
 /// every read so interactive output is not delayed (only a possible partial match is held).
-pub(super) async fn pump<R, W>(mut from: R, mut to: W, guard: Arc<Guard>)
+/// Returns what was redacted, for the audit log.
+pub(super) async fn pump<R, W>(mut from: R, mut to: W, guard: Arc<Guard>) -> Tally
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -26,15 +27,38 @@ where
         // The redact plan never refuses: an error here is a bug; stop rather than pass
         // unredacted output.
         if redactor.push(&buf[..n], &mut out).is_err() {
-            return;
+            return redactor.tally().clone();
         }
         if to.write_all(&out).await.is_err() || to.flush().await.is_err() {
-            return;
+            return redactor.tally().clone();
         }
     }
     out.clear();
-    if redactor.finish(&mut out).is_ok() {
-        let _ = to.write_all(&out).await;
-    }
+    let tally = match redactor.finish(&mut out) {
+        Ok(tally) => {
+            let _ = to.write_all(&out).await;
+            tally
+        }
+        Err(_) => Tally::default(),
+    };
     let _ = to.flush().await;
+    tally
+}
+
+/// Audits what the redactor turned back into placeholders in the command's `stream`
+/// (`stdout`, `stderr`): one `redact` event per secret, with its count.
+pub(super) fn audit_redactions(proxy: &sluice_proxy::Proxy, stream: &str, tally: &Tally) {
+    let guard = proxy.guard();
+    for (id, counts) in tally.iter() {
+        if counts.redacted == 0 {
+            continue;
+        }
+        let event = sluice_proxy::audit::Event::new(sluice_proxy::audit::EventKind::Redact)
+            .secret(guard.name(id))
+            .location(stream)
+            .count(counts.redacted);
+        if let Err(error) = proxy.record(event) {
+            tracing::error!(%error, "auditing the command's output redactions failed");
+        }
+    }
 }
