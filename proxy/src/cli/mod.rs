@@ -40,6 +40,18 @@ enum Command {
     /// Show the whole story offline: a local TLS API, a placeholder swapped, an echo
     /// redacted, a refusal, and the audit log.
     Demo(DemoArgs),
+    /// Internal: the first step of a command `sluice run` starts in a terminal of its own.
+    /// Makes that terminal the session's controlling terminal, then becomes the command.
+    #[command(name = "__terminal-exec", hide = true)]
+    TerminalExec(TerminalExecArgs),
+}
+
+/// Arguments of the internal `sluice __terminal-exec`.
+#[derive(Debug, Args)]
+pub(crate) struct TerminalExecArgs {
+    /// The command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub(crate) command: Vec<std::ffi::OsString>,
 }
 
 /// Arguments of `sluice check`.
@@ -205,6 +217,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args),
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::TerminalExec(args) => crate::launcher::terminal::exec(&args.command),
     }
 }
 

@@ -8,9 +8,11 @@
 //! every inherited variable holding a known value is redacted), expand or re-quote CMD's
 //! argv, or leave the run directory behind.
 
+mod child;
 mod environment;
 mod output;
 mod refuse;
+pub(crate) mod terminal;
 mod trust;
 
 use std::collections::BTreeMap;
@@ -19,16 +21,15 @@ use std::net::SocketAddr;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use sluice_guard::Guard;
 use sluice_policies::{Policy, Sink, placeholder_name};
-use tokio::process::Command;
 
 use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
 
+use child::Launched;
 use environment::{environment, say_withheld};
-use output::{audit_redactions, pump};
+use output::audit_redactions;
 use refuse::{refuse_unserved, refuse_values_in_argv};
 use trust::Trust;
 
@@ -170,45 +171,30 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
             return Err(error);
         }
     };
-    let mut child = match Command::new(program)
-        .args(args)
-        .env_clear()
-        .envs(&env)
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(source) => {
+    let Launched {
+        mut child,
+        outputs,
+        tasks,
+        raw,
+    } = match child::launch(program, args, &env, &guard) {
+        Ok(launched) => launched,
+        Err(error) => {
             let _ = proxy.shutdown().await;
-            return Err(LaunchError::Spawn {
-                program: program.to_string_lossy().into_owned(),
-                source,
-            });
+            return Err(error);
         }
     };
-    // Output is redacted as it streams; each read is written and flushed at once.
-    let stdout = child
-        .stdout
-        .take()
-        .map(|out| tokio::spawn(pump(out, tokio::io::stdout(), guard.clone())));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|err| tokio::spawn(pump(err, tokio::io::stderr(), guard.clone())));
-    let forwarding = forward_signals(child.id());
+    let forwarding = forward_signals(child.id(), raw.is_some());
     let status = child.wait().await.map_err(LaunchError::Wait);
-    for task in forwarding {
+    for task in forwarding.into_iter().chain(tasks) {
         task.abort();
     }
-    for (stream, pump) in [("stdout", stdout), ("stderr", stderr)] {
-        if let Some(pump) = pump
-            && let Ok(tally) = pump.await
-        {
+    for (stream, pump) in outputs {
+        if let Ok(tally) = pump.await {
             audit_redactions(&proxy, stream, &tally);
         }
     }
+    // The operator's terminal is theirs again once the last output is written.
+    drop(raw);
     if let Err(error) = proxy.shutdown().await {
         tracing::error!(%error, "closing the audit log failed");
     }
@@ -309,18 +295,25 @@ fn write_secret_file(run_dir: &Path, secret: &str, value: &[u8]) -> std::io::Res
 }
 
 /// Passes SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 on to the child, and swallows
-/// SIGINT, until the returned tasks are aborted.
-fn forward_signals(child: Option<u32>) -> Vec<tokio::task::JoinHandle<()>> {
+/// SIGINT (passes it on too when the child is `in_terminal` of its own), until the returned
+/// tasks are aborted.
+fn forward_signals(child: Option<u32>, in_terminal: bool) -> Vec<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut tasks = Vec::new();
     let Some(pid) = child.and_then(|id| i32::try_from(id).ok()) else {
         return tasks;
     };
     let pid = nix::unistd::Pid::from_raw(pid);
-    // Ctrl-C is the child's to handle; sluice only must not die of it first.
+    // Ctrl-C is the child's to handle; sluice only must not die of it first. In a
+    // terminal of its own the child is in another session, where a SIGINT sent to sluice
+    // would not reach it: pass it on there.
     if let Ok(mut interrupt) = signal(SignalKind::interrupt()) {
         tasks.push(tokio::spawn(async move {
-            while interrupt.recv().await.is_some() {}
+            while interrupt.recv().await.is_some() {
+                if in_terminal {
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+                }
+            }
         }));
     }
     for kind in FORWARDED {
