@@ -72,6 +72,9 @@ pub enum Shape {
     Jwt,
     /// A PEM private key block.
     PemPrivateKey,
+    /// A URL with a password in its userinfo (`https://user:password@host`, a database
+    /// URL, an index URL with a token, a CI clone URL with the job's token).
+    UrlWithPassword,
 }
 
 impl fmt::Display for Shape {
@@ -86,6 +89,7 @@ impl fmt::Display for Shape {
             Self::GoogleApiKey => "a Google API key",
             Self::Jwt => "a JSON Web Token",
             Self::PemPrivateKey => "a PEM private key",
+            Self::UrlWithPassword => "a URL with a password in it",
         })
     }
 }
@@ -220,7 +224,36 @@ pub fn credential_shape(value: &[u8]) -> Option<Shape> {
             return Some(shape);
         }
     }
-    is_jwt(value).then_some(Shape::Jwt)
+    if is_jwt(value) {
+        return Some(Shape::Jwt);
+    }
+    has_url_password(value).then_some(Shape::UrlWithPassword)
+}
+
+/// Whether `value` holds a URL whose userinfo carries a password: `scheme://user:pw@host`,
+/// `pw` not empty and not one of sluice's own placeholders (`SLUICE_…`, which the launcher
+/// puts where a declared secret's value was).
+fn has_url_password(value: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(at) = find(&value[from..], b"://").map(|i| i + from) {
+        from = at + 3;
+        let authority_end = value[from..]
+            .iter()
+            .position(|&b| matches!(b, b'/' | b'?' | b'#') || b.is_ascii_whitespace())
+            .map_or(value.len(), |i| i + from);
+        let authority = &value[from..authority_end];
+        let Some(userinfo_end) = authority.iter().rposition(|&b| b == b'@') else {
+            continue;
+        };
+        let userinfo = &authority[..userinfo_end];
+        if let Some(colon) = userinfo.iter().position(|&b| b == b':') {
+            let password = &userinfo[colon + 1..];
+            if !password.is_empty() && !password.starts_with(b"SLUICE_") {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Whether `value` holds `prefix` at a word boundary, followed by `min..=max` characters of
@@ -398,6 +431,26 @@ mod tests {
                 "URL",
                 "https://x:ghp_0123456789abcdefABCDEF0123456789abcd@github.test",
                 Some(Suspicion::Value(Shape::GitHub)),
+            ),
+            (
+                "DATABASE_URL",
+                "postgres://app:s3cret-pw@db.internal:5432/app",
+                Some(Suspicion::Value(Shape::UrlWithPassword)),
+            ),
+            (
+                "CI_REPOSITORY_URL",
+                "https://gitlab-ci-token:glcbt-64_abcdefghijklmnopqrst@gitlab.example.test/group/app.git",
+                Some(Suspicion::Value(Shape::UrlWithPassword)),
+            ),
+            ("DATABASE_URL", "postgres://app@db.internal:5432/app", None),
+            ("NOTES", "https://app:@db.internal/", None),
+            ("CI_SERVER_URL", "https://gitlab.example.test", None),
+            ("REMOTE", "git@github.com:acme/app.git", None),
+            ("NOTES", "see https://example.test/a:b@c", None),
+            (
+                "DATABASE_URL",
+                "postgres://app:SLUICE_DB_PASSWORD_0123456789abcdef@db.internal/app",
+                None,
             ),
         ];
         for (name, value, verdict) in cases {
