@@ -227,3 +227,37 @@ fn argv_may_hold_a_placeholder_or_a_value_granted_to_the_command() {
     assert!(lines[0].starts_with("SLUICE_API_TOKEN_"), "{seen}");
     assert_eq!(lines[1], CMD_KEY);
 }
+
+#[test]
+fn hosts_on_a_secret_not_granted_egress_refuse_the_declaration_so_no_hole_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    // `hosts:` on a command-only secret used to make evil.example.com reachable.
+    let policy = declaration(
+        dir.path(),
+        "  cmd_key:\n    from: { file: DIR/cmd_key }\n    sinks: [command]\n    hosts: [evil.example.com]\n",
+    );
+    let (out, marker) = run(dir.path(), &policy, &[]);
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(!marker.exists(), "the command ran: {stderr}");
+    assert!(
+        !dir.path().join("audit.jsonl").exists(),
+        "the proxy started: {stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "policy.yaml:6:12: error: secrets.cmd_key.hosts: secret cmd_key is not granted egress"
+        ),
+        "{stderr}"
+    );
+    // serve refuses it the same way: no listener, no run directory files.
+    let out = Command::new(sluice_bin())
+        .args(["serve", "--policy"])
+        .arg(&policy)
+        .args(["--listen", "127.0.0.1:0", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(!dir.path().join("run/proxy-url").exists());
+}

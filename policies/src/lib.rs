@@ -40,6 +40,7 @@ pub mod credentials;
 mod error;
 mod grant;
 mod host;
+pub mod launcher_env;
 mod lint;
 mod model;
 mod placeholder;

@@ -203,6 +203,43 @@ impl SecretDecl {
         self.sinks.is_empty()
     }
 
+    /// This secret's effective grants in one line, as `sluice check` prints them: the
+    /// sinks, and for `egress` the hosts and the request parts (`header` names when
+    /// narrowed); `redact-only` for `sinks: []`. Defaults applied, nothing left implied.
+    ///
+    /// ```
+    /// use sluice_policies::Policy;
+    /// let yaml = "version: 1\nsecrets:\n  gh:\n    from: { env: GH }\n    hosts: [api.github.com, \"*.githubusercontent.com\"]\n    sinks: [egress]\n    header: [Authorization]\n";
+    /// let loaded = Policy::parse(yaml, "p.yaml").unwrap();
+    /// assert_eq!(
+    ///     loaded.policy.secrets()[0].grant_line(),
+    ///     "egress → api.github.com, *.githubusercontent.com; header Authorization"
+    /// );
+    /// ```
+    pub fn grant_line(&self) -> String {
+        if self.sinks.is_empty() {
+            return "redact-only".to_owned();
+        }
+        let sinks: Vec<&str> = self.sinks.iter().map(|sink| sink.as_str()).collect();
+        let mut line = sinks.join(", ");
+        if self.grants(Sink::Egress) {
+            let hosts: Vec<String> = self.hosts.iter().map(ToString::to_string).collect();
+            let places: Vec<String> = self
+                .locations
+                .iter()
+                .map(|place| match (place, &self.header_names) {
+                    (Place::Header, Some(names)) => {
+                        let names: Vec<String> = names.iter().map(|n| display_header(n)).collect();
+                        format!("header {}", names.join(", "))
+                    }
+                    (place, _) => place.as_str().to_owned(),
+                })
+                .collect();
+            line.push_str(&format!(" → {}; {}", hosts.join(", "), places.join(", ")));
+        }
+        line
+    }
+
     /// Whether a runtime serving only `served` leaves this secret's grants unserved: it
     /// names sinks, and none of them is among `served` (a placeholder nothing would ever
     /// resolve). A redact-only secret is always served: redaction needs no sink.
@@ -252,4 +289,19 @@ pub fn placeholder_name(secret: &str) -> String {
             }
         })
         .collect()
+}
+
+/// A lowercased header name as it is usually written (`authorization` → `Authorization`,
+/// `x-api-key` → `X-Api-Key`), for display only.
+fn display_header(name: &str) -> String {
+    name.split('-')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join("-")
 }

@@ -12,7 +12,7 @@ use zeroize::Zeroizing;
 
 use crate::error::{Diagnostic, Diagnostics, HostError, Problem};
 use crate::host::{HostPattern, normalize_host};
-use crate::model::SecretDecl;
+use crate::model::{SecretDecl, Sink};
 use crate::raw::RawDeclaration;
 use crate::validate::{Validated, validate};
 
@@ -145,7 +145,7 @@ impl Policy {
             Ok(raw) => raw,
             Err(e) => return Err(Diagnostics(vec![parse_error(&e, file_name)])),
         };
-        let (validated, diagnostics) = validate(raw, file_name, dir);
+        let (validated, diagnostics) = validate(raw, source, file_name, dir);
         let Some(Validated {
             secrets,
             allow,
@@ -219,7 +219,13 @@ impl Policy {
         if hit(&self.passthrough) {
             return Reach::Passthrough;
         }
-        if hit(&self.allow) || hit(&self.verbatim) || self.secrets.iter().any(|s| hit(&s.hosts)) {
+        // Only a secret granted egress makes its hosts reachable (validation refuses
+        // `hosts:` on any other; this holds even so).
+        let granted = |s: &&SecretDecl| s.grants(Sink::Egress);
+        if hit(&self.allow)
+            || hit(&self.verbatim)
+            || self.secrets.iter().filter(granted).any(|s| hit(&s.hosts))
+        {
             return Reach::Intercept;
         }
         Reach::Denied(Denied::NotAllowed {
@@ -252,6 +258,7 @@ impl Policy {
         let mut out: Vec<HostPattern> = self
             .secrets
             .iter()
+            .filter(|s| s.grants(Sink::Egress))
             .flat_map(|s| s.hosts.iter())
             .chain(&self.allow)
             .chain(&self.verbatim)

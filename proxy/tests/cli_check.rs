@@ -63,7 +63,7 @@ fn check_prints_compiler_style_errors_and_exits_1() {
 }
 
 #[test]
-fn check_prints_warnings_and_exits_0_without_printing_the_value() {
+fn check_notes_a_literal_refuses_a_credential_shaped_one_and_never_prints_either() {
     let path = temp_file(
         "lint.yaml",
         &format!("version: 1\nsecrets:\n  k:\n    value: {VALUE}\n    sinks: []\n"),
@@ -75,11 +75,114 @@ fn check_prints_warnings_and_exits_0_without_printing_the_value() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(":4:12: note: secrets.k.value:"), "{stderr}");
+    assert!(!stderr.contains(VALUE) && !String::from_utf8_lossy(&out.stdout).contains(VALUE));
+
+    let shaped = "ghp_Zq8r2LmXv9TpW4nKc7HsBd3Fy6Qa1b2c3d4e";
+    let path = temp_file(
+        "shaped.yaml",
+        &format!("version: 1\nsecrets:\n  k:\n    value: {shaped}\n    sinks: []\n"),
+    );
+    let out = Command::new(SLUICE)
+        .arg("check")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains(":4:12: warning: secrets.k.value:"),
+        stderr.contains(":4:12: error: secrets.k.value: secret k has a literal value with the shape of a GitHub token"),
         "{stderr}"
     );
-    assert!(!stderr.contains(VALUE) && !String::from_utf8_lossy(&out.stdout).contains(VALUE));
+    assert!(stderr.contains("from: { env: VAR }"), "{stderr}");
+    assert!(!stderr.contains(shaped) && !String::from_utf8_lossy(&out.stdout).contains(shaped));
+}
+
+#[test]
+fn check_previews_each_example_exactly() {
+    let expected = [
+        (
+            "github.yaml",
+            "ok: 1 secret(s) (1 swapped by the proxy, 0 redact-only), 4 intercepted host pattern(s), 0 warning(s), 0 note(s)
+grants:
+  github_token: egress → api.github.com, *.githubusercontent.com; header Authorization
+reachable without a secret: pypi.org, files.pythonhosted.org (egress.allow)
+decided at launch, not here (whether each source is set or readable on this machine is not judged):
+  github_token: read from the environment variable GITHUB_TOKEN
+",
+        ),
+        (
+            "model-api.yaml",
+            "ok: 2 secret(s) (2 swapped by the proxy, 0 redact-only), 5 intercepted host pattern(s), 0 warning(s), 0 note(s)
+grants:
+  anthropic_key: egress → api.anthropic.com:443; header X-Api-Key
+  github_token: egress → api.github.com; header Authorization
+reachable without a secret: pypi.org, files.pythonhosted.org (egress.allow); api.anthropic.com (egress.verbatim: placeholders pass unchanged)
+decided at launch, not here (whether each source is set or readable on this machine is not judged):
+  anthropic_key: read from the environment variable ANTHROPIC_API_KEY
+  github_token: read from the file /run/secrets/github_token
+",
+        ),
+    ];
+    for (name, preview) in expected {
+        let path = examples().join(name);
+        let out = Command::new(SLUICE)
+            .arg("check")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}: {preview}", path.display()),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn check_json_carries_the_verdict_the_diagnostics_and_the_grants() {
+    let out = Command::new(SLUICE)
+        .args(["check", "--json"])
+        .arg(examples().join("github.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["ok"], true);
+    let secret = &json["secrets"][0];
+    assert_eq!(secret["name"], "github_token");
+    assert_eq!(secret["sinks"], serde_json::json!(["egress"]));
+    assert_eq!(secret["header"], serde_json::json!(["authorization"]));
+    assert_eq!(secret["source"]["env"], "GITHUB_TOKEN");
+    assert_eq!(
+        json["reachable"]["allow"],
+        serde_json::json!(["pypi.org", "files.pythonhosted.org"])
+    );
+
+    let bad = temp_file(
+        "hole.yaml",
+        "version: 1\nsecrets:\n  k:\n    from: { env: K }\n    sinks: [command]\n    hosts: [evil.example.com]\n",
+    );
+    let out = Command::new(SLUICE)
+        .args(["check", "--json"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["ok"], false);
+    let d = &json["diagnostics"][0];
+    assert_eq!(
+        (
+            d["severity"].as_str(),
+            d["line"].as_u64(),
+            d["column"].as_u64()
+        ),
+        (Some("error"), Some(6), Some(12))
+    );
+    assert_eq!(d["path"], "secrets.k.hosts");
+    assert!(json.get("secrets").is_none());
 }
 
 #[test]

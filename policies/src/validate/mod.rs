@@ -11,6 +11,7 @@
 //! Messages produced here name secrets, keys and hosts, never a secret value.
 
 mod egress;
+mod empty;
 mod secret;
 mod source;
 
@@ -96,10 +97,11 @@ impl Pos {
     }
 }
 
-/// Checks `raw` against every rule. Returns the diagnostics (errors and warnings, in file
+/// Checks `raw` (parsed from `source`) against every rule. Returns the diagnostics (errors and warnings, in file
 /// order) and, when none is an error, the validated parts.
 pub(crate) fn validate(
     raw: RawDeclaration,
+    source: &str,
     file: &str,
     base_dir: Option<&Path>,
 ) -> (Option<Validated>, Vec<Diagnostic>) {
@@ -107,6 +109,7 @@ pub(crate) fn validate(
         file,
         out: Vec::new(),
     };
+    empty::empty_keys(&mut cx, source);
 
     match &raw.version {
         None if raw.secrets.is_none() && raw.egress.is_none() => cx.at_start("", Problem::Empty),

@@ -14,6 +14,7 @@ use sluice_guard::MIN_PLACEHOLDER_LEN;
 use super::{Ctx, Pos, push_at, source};
 use crate::error::Problem;
 use crate::host::HostPattern;
+use crate::launcher_env::reserved;
 use crate::model::{Place, SecretDecl, Sink, placeholder_name};
 use crate::raw::RawSecret;
 
@@ -84,6 +85,37 @@ pub(super) fn secret_decl(
         }
     };
     let egress = sinks.contains(&Sink::Egress);
+    if !egress {
+        let keys = [
+            ("hosts", s.hosts.as_ref()),
+            ("in", s.locations.as_ref()),
+            ("header", s.header.as_ref()),
+        ];
+        for (key, list) in keys {
+            if let Some(list) = list {
+                cx.at(
+                    list,
+                    format!("{base}.{key}"),
+                    Problem::NeedsEgress {
+                        secret: n.clone(),
+                        key,
+                    },
+                );
+            }
+        }
+    }
+    let variable = placeholder_name(n);
+    if let Some(why) = reserved(&variable) {
+        cx.at(
+            name,
+            base.clone(),
+            Problem::ReservedVariable {
+                secret: n.clone(),
+                variable,
+                why: why.to_string(),
+            },
+        );
+    }
 
     // in
     let locations = match &s.locations {

@@ -13,8 +13,9 @@ use sluice_guard::MIN_VALUE_LEN;
 use zeroize::Zeroizing;
 
 use super::{Ctx, Pos, push_at};
+use crate::credentials::credential_shape;
 use crate::error::Problem;
-use crate::lint::looks_like_secret;
+use crate::lint::{looks_random, reads_as_words};
 use crate::model::{Literal, Source};
 use crate::raw::RawSecret;
 
@@ -130,17 +131,31 @@ pub(super) fn compile(
             );
             ok = false;
         }
-        let why = looks_like_secret(&value.value.0)
-            .map(|w| format!(", and {w}"))
-            .unwrap_or_default();
-        cx.at(
-            value,
-            path,
-            Problem::LiteralValue {
-                secret: n.clone(),
-                why,
-            },
-        );
+        if let Some(shape) = credential_shape(bytes) {
+            cx.at(
+                value,
+                path,
+                Problem::CredentialLiteral {
+                    secret: n.clone(),
+                    shape: shape.to_string(),
+                },
+            );
+            ok = false;
+        } else if reads_as_words(&value.value.0) {
+            cx.at(value, path, Problem::CommonWordValue { secret: n.clone() });
+        } else {
+            let why = looks_random(&value.value.0)
+                .map(|w| format!(", and {w}"))
+                .unwrap_or_default();
+            cx.at(
+                value,
+                path,
+                Problem::LiteralValue {
+                    secret: n.clone(),
+                    why,
+                },
+            );
+        }
         return ok.then(|| Source::Literal(Literal(Zeroizing::new(bytes.to_vec()))));
     }
     cx.at(

@@ -59,6 +59,9 @@ pub(crate) struct TerminalExecArgs {
 pub(crate) struct CheckArgs {
     /// The declaration to validate (YAML or JSON).
     pub(crate) file: PathBuf,
+    /// Print the verdict, every diagnostic and the preview as one JSON object on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Arguments of `sluice run`.

@@ -14,7 +14,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use sluice_guard::Guard;
 use sluice_policies::{Policy, credentials, placeholder_name};
 
-use super::{PROXY_VARIABLES, trust};
+use sluice_policies::launcher_env::PROXY_VARIABLES;
+
+use super::trust;
 
 /// What `--clear-env` keeps of the inherited environment, besides what sluice sets and what
 /// `--pass-env` names: what a shell and its tools need to run at all.
@@ -52,8 +54,6 @@ fn sets_itself(name: &OsStr, policy: &Policy) -> bool {
     let name = name.to_string_lossy();
     PROXY_VARIABLES.contains(&name.as_ref())
         || trust::is_trust_variable(&name)
-        || name == "NO_PROXY"
-        || name == "no_proxy"
         || policy
             .secrets()
             .iter()

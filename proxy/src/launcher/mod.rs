@@ -23,6 +23,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
 use sluice_guard::Guard;
+use sluice_policies::launcher_env::PROXY_VARIABLES;
 use sluice_policies::{Policy, Sink, placeholder_name};
 
 use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
@@ -32,16 +33,6 @@ use environment::{environment, say_withheld};
 use output::audit_redactions;
 use refuse::{refuse_unserved, refuse_values_in_argv};
 use trust::Trust;
-
-/// Variables that point a client at a proxy.
-pub(super) const PROXY_VARIABLES: [&str; 6] = [
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "ALL_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "all_proxy",
-];
 
 /// Signals passed on to the child. SIGINT is not among them: from a terminal it already
 /// reaches the child, which shares sluice's process group, and a second copy would make
@@ -236,10 +227,13 @@ fn child_env(
     let (mut env, withheld) = environment(policy, guard, pass_env, clear_env);
     let proxy_url = OsString::from(proxy.proxy_url());
     for name in PROXY_VARIABLES {
-        env.insert(name.into(), proxy_url.clone());
+        let value = if name.eq_ignore_ascii_case("NO_PROXY") {
+            OsString::new()
+        } else {
+            proxy_url.clone()
+        };
+        env.insert(name.into(), value);
     }
-    env.insert("NO_PROXY".into(), OsString::new());
-    env.insert("no_proxy".into(), OsString::new());
     let trust = Trust::write(run_dir, &proxy.ca_pem(), &proxy.ca_subject_hash())
         .map_err(LaunchError::RunDir)?;
     for (name, path) in trust.variables() {

@@ -1,6 +1,7 @@
 //! What makes a client trust the run CA: one PEM bundle (the run CA, then the system roots)
 //! and one hashed certificate directory, and every variable a client family reads to find a
-//! CA bundle or directory, pointed at them.
+//! CA bundle or directory ([`sluice_policies::launcher_env`], shared with the declaration's
+//! check that no secret takes one), pointed at them.
 //!
 //! The variables win over inherited ones: an operator's environment that already points
 //! gRPC, gcloud or Nix at the system roots (as many CI images do) would otherwise leave
@@ -9,6 +10,8 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+
+use sluice_policies::launcher_env::{CA_BUNDLE_VARIABLES, CA_DIRECTORY_VARIABLES};
 
 /// Where the system's CA bundle may live, first found wins; the sandbox's bundle is the run
 /// CA plus these roots, so hosts sluice does not intercept (passthrough) still verify.
@@ -22,63 +25,9 @@ const SYSTEM_BUNDLES: [&str; 4] = [
 /// Where the system's hashed certificate directory may live, first found wins.
 const SYSTEM_DIRECTORIES: [&str; 2] = ["/etc/ssl/certs", "/etc/pki/tls/certs"];
 
-/// Variables that point a client at a CA bundle file, and who reads each (docs/launcher.md
-/// has the same table).
-pub(super) const BUNDLE_VARIABLES: [&str; 20] = [
-    // OpenSSL and what is built on it (Python's ssl, Ruby, PHP, .NET), Go, rustls-native-certs.
-    "SSL_CERT_FILE",
-    // Python requests.
-    "REQUESTS_CA_BUNDLE",
-    // curl (and requests, as a fallback).
-    "CURL_CA_BUNDLE",
-    // Node.js, added to its own store.
-    "NODE_EXTRA_CA_CERTS",
-    // git.
-    "GIT_SSL_CAINFO",
-    // pip.
-    "PIP_CERT",
-    // cargo.
-    "CARGO_HTTP_CAINFO",
-    // The AWS CLI and SDKs.
-    "AWS_CA_BUNDLE",
-    // npm's `cafile` replaces Node's store (so NODE_EXTRA_CA_CERTS is ignored) when a global
-    // npmrc sets one, as Debian's does; the variable overrides every npmrc. npm reads it in
-    // either case.
-    "npm_config_cafile",
-    "NPM_CONFIG_CAFILE",
-    // gRPC core (Python, Ruby, C++, PHP): without it, gRPC uses its own roots.
-    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
-    // gcloud.
-    "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
-    // httplib2 (google-api-python-client), which carries its own roots otherwise.
-    "HTTPLIB2_CA_CERTS",
-    // Nix.
-    "NIX_SSL_CERT_FILE",
-    // Deno, added to its own store.
-    "DENO_CERT",
-    // Bundler.
-    "BUNDLE_SSL_CA_CERT",
-    // Composer.
-    "COMPOSER_CAFILE",
-    // Elixir's Hex.
-    "HEX_CACERTS_PATH",
-    // Python's websocket-client.
-    "WEBSOCKET_CLIENT_CA_BUNDLE",
-    // Yarn 2 and later (`caFilePath`).
-    "YARN_CA_FILE_PATH",
-];
-
-/// Variables that point a client at a hashed certificate directory (`<hash>.0` files).
-pub(super) const DIRECTORY_VARIABLES: [&str; 2] = [
-    // OpenSSL's lookup by subject hash, Go and rustls-native-certs (which read every file).
-    "SSL_CERT_DIR",
-    // git's `http.sslCAPath`.
-    "GIT_SSL_CAPATH",
-];
-
 /// Whether sluice sets `name` itself to point a client at the run's trust.
 pub(super) fn is_trust_variable(name: &str) -> bool {
-    BUNDLE_VARIABLES.contains(&name) || DIRECTORY_VARIABLES.contains(&name)
+    CA_BUNDLE_VARIABLES.contains(&name) || CA_DIRECTORY_VARIABLES.contains(&name)
 }
 
 /// The run's trust, written into the run directory.
@@ -101,10 +50,10 @@ impl Trust {
 
     /// Every trust variable and the path it gets.
     pub(super) fn variables(&self) -> impl Iterator<Item = (&'static str, &Path)> {
-        let bundle = BUNDLE_VARIABLES
+        let bundle = CA_BUNDLE_VARIABLES
             .into_iter()
             .map(|name| (name, self.bundle.as_path()));
-        let directory = DIRECTORY_VARIABLES
+        let directory = CA_DIRECTORY_VARIABLES
             .into_iter()
             .map(|name| (name, self.directory.as_path()));
         bundle.chain(directory)

@@ -7,8 +7,12 @@ use std::path::{Path, PathBuf};
 
 use crate::*;
 
+mod truthful;
+
 /// A value that must never appear in any message.
-const SECRET: &str = "ghp_Zq8r2LmXv9TpW4nKc7HsBd3Fy6Qa1b2c3d4e";
+const SECRET: &str = "Zq8r2LmXv9TpW4nKc7HsBd3Fy6Qa1b2c3d4e";
+/// A literal with a real credential's shape (refused).
+const GITHUB_SHAPED: &str = "ghp_Zq8r2LmXv9TpW4nKc7HsBd3Fy6Qa1b2c3d4e";
 
 fn errors(src: &str) -> Diagnostics {
     match Policy::parse(src, "t.yaml") {
@@ -511,7 +515,17 @@ secrets:
 // ---- lints ----
 
 #[test]
-fn a_literal_value_is_linted_and_a_real_looking_one_says_why() {
+fn a_literal_is_refused_with_a_credentials_shape_warned_as_words_and_noted_otherwise() {
+    let e = errors(&format!(
+        "version: 1\nsecrets:\n  k:\n    value: {GITHUB_SHAPED}\n    sinks: []\n"
+    ));
+    expect_at(
+        &e.0,
+        4,
+        12,
+        |p| matches!(p, Problem::CredentialLiteral { shape, .. } if shape.contains("GitHub")),
+    );
+    assert!(!e.to_string().contains(GITHUB_SHAPED));
     let w = warnings(&format!(
         "version: 1\nsecrets:\n  k:\n    value: {SECRET}\n    sinks: []\n"
     ));
@@ -519,24 +533,20 @@ fn a_literal_value_is_linted_and_a_real_looking_one_says_why() {
         &w,
         4,
         12,
-        |p| matches!(p, Problem::LiteralValue { why, .. } if why.contains("GitHub")),
-    );
-    let w = warnings(
-        "version: 1\nsecrets:\n  k:\n    value: q8Zr2LmXv9TpW4nKc7HsBd3Fy6\n    sinks: []\n",
-    );
-    expect_at(
-        &w,
-        4,
-        12,
         |p| matches!(p, Problem::LiteralValue { why, .. } if why.contains("entropy")),
     );
+    assert_eq!(w[0].severity(), Severity::Note);
     let w = warnings("version: 1\nsecrets:\n  k:\n    value: just-a-test-value\n    sinks: []\n");
+    expect_at(&w, 4, 12, |p| matches!(p, Problem::CommonWordValue { .. }));
+    assert_eq!(w[0].severity(), Severity::Warning);
+    let w = warnings("version: 1\nsecrets:\n  k:\n    value: fixture-7f3k2p9q\n    sinks: []\n");
     expect_at(
         &w,
         4,
         12,
         |p| matches!(p, Problem::LiteralValue { why, .. } if why.is_empty()),
     );
+    assert_eq!(w[0].severity(), Severity::Note);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use sluice_guard::MIN_PLACEHOLDER_LEN;
+mod help;
 
 /// A host name or host pattern that cannot be used.
 ///
@@ -120,6 +120,8 @@ pub enum Severity {
     Error,
     /// The declaration loads; the writer should look at this.
     Warning,
+    /// The declaration loads; worth knowing, nothing to fix.
+    Note,
 }
 
 impl fmt::Display for Severity {
@@ -127,6 +129,7 @@ impl fmt::Display for Severity {
         f.write_str(match self {
             Severity::Error => "error",
             Severity::Warning => "warning",
+            Severity::Note => "note",
         })
     }
 }
@@ -299,6 +302,33 @@ pub enum Problem {
         /// The secret's name.
         secret: String,
     },
+    /// `hosts`, `in` or `header` on a secret not granted `egress`: no request carries it,
+    /// and its hosts would only have become reachable.
+    #[error(
+        "secret {secret} is not granted egress, so `{key}:` means nothing for it (its hosts would only become reachable)"
+    )]
+    NeedsEgress {
+        /// The secret's name.
+        secret: String,
+        /// `hosts`, `in` or `header`.
+        key: &'static str,
+    },
+    /// A key written with no value (a typo must not read as the default).
+    #[error("`{key}` has no value; a key written empty is never taken as its default")]
+    NoValue {
+        /// The key's path, e.g. `secrets.github_token.in`.
+        key: String,
+    },
+    /// A secret whose variable would replace one sluice sets, or one the workload needs.
+    #[error("secret {secret} would be the command's {variable}, which is {why}")]
+    ReservedVariable {
+        /// The secret's name.
+        secret: String,
+        /// Its variable's name.
+        variable: String,
+        /// What that variable is.
+        why: String,
+    },
     /// A secret granted `egress` with `in: []`.
     #[error("secret {secret} is granted egress with an empty `in:`, so it can be swapped nowhere")]
     NoLocations {
@@ -338,14 +368,32 @@ pub enum Problem {
         passthrough: String,
     },
 
+    /// A literal `value:` with the shape of a real credential: a declaration file is
+    /// copied and committed.
+    #[error("secret {secret} has a literal value with the shape of {shape}")]
+    CredentialLiteral {
+        /// The secret's name.
+        secret: String,
+        /// The shape, in words (never the value).
+        shape: String,
+    },
+
     // ---- lints ----
-    /// A literal `value:` in the declaration.
+    /// A literal `value:` in the declaration (a note: a test fixture, a demo).
     #[error("secret {secret} has a literal value in the declaration{why}")]
     LiteralValue {
         /// The secret's name.
         secret: String,
-        /// Empty, or why it looks like a real credential (never the value).
+        /// Empty, or why it looks random (never the value).
         why: String,
+    },
+    /// A literal value made of ordinary words: redacting it would scrub those words.
+    #[error(
+        "secret {secret}'s value reads as ordinary words; redacting it would scrub them from every response and every line of output"
+    )]
+    CommonWordValue {
+        /// The secret's name.
+        secret: String,
     },
     /// A secret with no `sinks:` (it gets `[egress]`).
     #[error("secret {secret} has no `sinks:`, so it gets [egress] only")]
@@ -400,94 +448,14 @@ impl Problem {
     /// Whether this problem refuses the declaration or only warns.
     pub fn severity(&self) -> Severity {
         match self {
-            Problem::LiteralValue { .. }
+            Problem::LiteralValue { .. } => Severity::Note,
+            Problem::CommonWordValue { .. }
             | Problem::NoSinks { .. }
             | Problem::HostEngineOnly { .. }
             | Problem::BroadWildcard { .. }
             | Problem::PassthroughHost { .. }
             | Problem::MetadataReachable { .. } => Severity::Warning,
             _ => Severity::Error,
-        }
-    }
-
-    /// How to fix it, in one line.
-    pub fn help(&self) -> String {
-        match self {
-            Problem::Syntax { .. } => {
-                "fix the YAML at this position; docs/declaration.md shows the shape of every key".into()
-            }
-            Problem::UnknownKey { key, .. } => {
-                format!("remove `{key}` or rename it to one of the keys listed; keys are never ignored")
-            }
-            Problem::Unreadable { .. } => {
-                "check the path and its permissions; the declaration is YAML or JSON text".into()
-            }
-            Problem::DuplicateKey { key } => format!("keep one `{key}` and delete the other"),
-            Problem::Empty | Problem::MissingVersion => "add `version: 1` as the first line".into(),
-            Problem::UnsupportedVersion { .. } => "write `version: 1`".into(),
-            Problem::BadSecretName { .. } => "rename the secret, e.g. github_token".into(),
-            Problem::UnknownSink { .. } => {
-                "use egress for the proxy's swap, command or file for the launcher, or sinks: [] for redact-only".into()
-            }
-            Problem::UnknownLocation { .. } => "use header, query or body".into(),
-            Problem::Host(HostError::TooBroad { .. }) => {
-                "name the exact hosts, or a wildcard under a domain you control, e.g. `*.example.com`".into()
-            }
-            Problem::Host(HostError::BadPort { .. }) => {
-                "write `host:443`, or leave the port out to match every port".into()
-            }
-            Problem::Host(HostError::BadWildcard { .. }) => {
-                "write the wildcard as `*.example.com`, or list exact hosts".into()
-            }
-            Problem::Host(_) => "write a host name such as api.example.com, optionally with :port".into(),
-            Problem::NoSource { secret } => format!(
-                "add `from: {{ env: VAR }}` (or `from: {{ file: PATH }}`) under secrets.{secret}"
-            ),
-            Problem::TwoSources { .. } => "keep one source and delete the other".into(),
-            Problem::EmptySource { key, what, .. } => format!("write the {what} after `{key}:`"),
-            Problem::ValueTooShort { .. } => {
-                "use the real secret (short values cannot be redacted safely), read from `from: { env: VAR }`".into()
-            }
-            Problem::ValueUnfitForHeader { secret, .. } => {
-                format!("remove `header` from secrets.{secret}.in, or fix the value")
-            }
-            Problem::PlaceholderAlphabet { .. } | Problem::PlaceholderTooShort { .. } => {
-                format!("use at least {MIN_PLACEHOLDER_LEN} characters of A-Z, a-z, 0-9 and _, or delete `placeholder:` to have one minted per run")
-            }
-            Problem::SharedPlaceholder { secret, .. } | Problem::PlaceholderContains { secret, .. } => {
-                format!("give secrets.{secret} a distinct placeholder (or rename the secret)")
-            }
-            Problem::EgressWithoutHosts { secret } => format!(
-                "add the hosts the secret is for to secrets.{secret}.hosts, or set `sinks: []` for redact-only"
-            ),
-            Problem::Unservable { secret } => format!(
-                "remove the secret's hosts from egress.passthrough, or drop egress from secrets.{secret}.sinks"
-            ),
-            Problem::NoLocations { secret } => format!(
-                "write `in: [header]` (or query, body) under secrets.{secret}, or set `sinks: []` for redact-only"
-            ),
-            Problem::HeaderNamesWithoutHeader { secret } => {
-                format!("add header to secrets.{secret}.in, or delete secrets.{secret}.header")
-            }
-            Problem::BadHeaderName { .. } => "write a header name such as Authorization or X-Api-Key".into(),
-            Problem::BadCidr { .. } => "write e.g. 127.0.0.1/32, 10.0.0.0/8 or ::1/128".into(),
-            Problem::VerbatimPassthrough { .. } => "keep the host in one of the two lists".into(),
-            Problem::LiteralValue { secret, .. } => format!(
-                "read it at launch instead: `from: {{ env: VAR }}` or `from: {{ file: PATH }}` under secrets.{secret}"
-            ),
-            Problem::NoSinks { .. } => {
-                "write `sinks: [egress]` to say so explicitly (or `sinks: []` for redact-only)".into()
-            }
-            Problem::HostEngineOnly { secret, .. } => format!(
-                "serve it from a host engine (`sluice serve` with an admin endpoint), or grant secrets.{secret} egress, command or file; `sinks: []` makes it redact-only"
-            ),
-            Problem::BroadWildcard { named, .. } => format!("list {named} instead of the wildcard"),
-            Problem::PassthroughHost { .. } => {
-                "remove the host from egress.passthrough if the secret should be swapped there".into()
-            }
-            Problem::MetadataReachable { .. } => {
-                "narrow the CIDR so that it leaves out 169.254.169.254 and fd00:ec2::254".into()
-            }
         }
     }
 }
@@ -550,7 +518,12 @@ impl Diagnostics {
 
     /// The warnings.
     pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
-        self.0.iter().filter(|d| !d.is_error())
+        self.0.iter().filter(|d| d.severity() == Severity::Warning)
+    }
+
+    /// The notes.
+    pub fn notes(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| d.severity() == Severity::Note)
     }
 
     /// Whether any diagnostic is an error.
