@@ -367,6 +367,55 @@ async fn verbatim_hosts_get_placeholders_unchanged() {
 }
 
 #[tokio::test]
+async fn a_value_quoted_toward_a_verbatim_host_reaches_it_as_its_placeholder() {
+    // A model API is a boundary: a conversation that once quoted a value keeps working,
+    // and the model never reads the value.
+    let world = World::new().await;
+    let ph = world.placeholder("api_token");
+    let body = format!("{{\"messages\":[\"earlier the tool printed {TOKEN_JSON_SLASH}\"]}}");
+    let out = world
+        .post(
+            &[
+                "-H",
+                "Content-Type: application/json",
+                "-H",
+                &format!("X-Quoted: {TOKEN}"),
+            ],
+            body.as_bytes(),
+            world.url("model.test", "/v1/messages"),
+        )
+        .await;
+    assert_eq!(out.status, 200, "{out:?}");
+    let received = world.upstream.records();
+    assert_eq!(received.len(), 1);
+    let sent = String::from_utf8_lossy(&received[0].body).into_owned();
+    assert_eq!(
+        sent,
+        format!("{{\"messages\":[\"earlier the tool printed {ph}\"]}}")
+    );
+    assert_eq!(received[0].headers["x-quoted"], ph.as_str());
+    assert_no_leak(
+        "what the model host received",
+        &format!("{sent} {:?}", received[0].headers),
+    );
+    let audit = world.proxy.stop().await;
+    let redactions: Vec<&String> = audit
+        .iter()
+        .filter(|l| is_event(l, "redact") && l.contains("api_token") && l.contains("model.test"))
+        .collect();
+    assert!(
+        redactions
+            .iter()
+            .any(|l| l.contains("\"location\":\"body\""))
+            && redactions
+                .iter()
+                .any(|l| l.contains("\"location\":\"header:x-quoted\"")),
+        "{audit:#?}"
+    );
+    assert_no_leak("audit log", &audit.join("\n"));
+}
+
+#[tokio::test]
 async fn values_echoed_back_in_any_encoding_arrive_as_placeholders() {
     let world = World::new().await;
     let ph = world.placeholder("api_token");

@@ -219,7 +219,10 @@ fn scan_head(
     exchange: &Exchange,
 ) -> Result<(), Refusal> {
     for swapped in outbound.rewrite_head(parts)? {
-        exchange.record_tally(&swapped.place.label(), &swapped.tally);
+        let location = swapped.place.label();
+        exchange.record_tally(&location, &swapped.tally);
+        // Values replaced by their placeholders toward a verbatim host.
+        exchange.record_redactions(&location, &swapped.tally);
     }
     Ok(())
 }

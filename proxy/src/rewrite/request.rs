@@ -7,7 +7,10 @@
 //! - a placeholder in a place its secret grants, toward a host it grants: swapped;
 //! - any other placeholder: refused, unless the host is `egress.verbatim` (kept);
 //! - a real value toward a host its secret grants: kept (the sandbox should not hold it,
-//!   but it goes where it may go); toward any other host: refused, as exfiltration.
+//!   but it goes where it may go); toward an `egress.verbatim` host (a model boundary):
+//!   replaced by its placeholder where the request can be rewritten (query, header values,
+//!   body, trailers) and refused where it cannot (method, path, header names); toward any
+//!   other host: refused, as exfiltration.
 //!
 //! Nothing here forwards anything: a refusal is returned before the request leaves.
 
@@ -168,8 +171,12 @@ impl<'a> Outbound<'a> {
         let mut plan = Plan::refuse_all(self.guard);
         for id in self.guard.ids() {
             let name = self.guard.name(id);
+            // A verbatim host is a model boundary: its requests carry the conversation, and
+            // a value once quoted there is replaced by its placeholder rather than refused
+            // (the model never reads it, and later turns do not all fail).
             let on_value = match self.policy.may_reach(name, host, port) {
                 Ok(_) => OnValue::Keep,
+                Err(_) if verbatim => OnValue::Redact,
                 Err(_) => OnValue::Refuse,
             };
             let granted = location
@@ -286,9 +293,18 @@ impl<'a> Outbound<'a> {
         if !self.guard.is_match(bytes) {
             return Ok(());
         }
+        // Nothing here is rewritten, so a value that would be redacted elsewhere (toward a
+        // verbatim host) is refused: passing it on unchanged would send it.
+        let mut plan = self.plan(place);
+        for id in self.guard.ids() {
+            if plan.on_value(id) == OnValue::Redact {
+                let on_placeholder = plan.on_placeholder(id);
+                plan.set(id, on_placeholder, OnValue::Refuse);
+            }
+        }
         let rewritten = self
             .guard
-            .rewrite(bytes, &self.plan(place))
+            .rewrite(bytes, &plan)
             .map_err(|e| self.refusal(e, place))?;
         done.push(Swapped {
             place: place.clone(),
@@ -527,6 +543,68 @@ secrets:
             .unwrap()
             .into_parts();
         assert!(outbound.rewrite_head(&mut parts).is_ok());
+    }
+
+    #[test]
+    fn a_value_toward_a_verbatim_host_becomes_its_placeholder_where_it_can_be_rewritten() {
+        let yaml = r#"
+version: 1
+secrets:
+  tok:
+    value: "Tok-Value-0001"
+    hosts: ["api.test"]
+egress:
+  verbatim: ["model.test"]
+  allow: ["other.test"]
+"#;
+        let policy = Policy::parse(yaml, "verbatim.yaml").unwrap().policy;
+        let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+        let placeholder = guard
+            .placeholder(guard.id("tok").unwrap())
+            .as_str()
+            .to_owned();
+        let target = |host: &str| Target {
+            host: host.into(),
+            port: 443,
+        };
+        let (model, other) = (target("model.test"), target("other.test"));
+        let request = |uri: &str| {
+            http::Request::get(uri)
+                .header("x-quoted", "the user said Tok-Value-0001 earlier")
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0
+        };
+        // Toward the model boundary: the header and the query carry the placeholder now.
+        let mut parts = request("https://model.test/v1?q=Tok-Value-0001");
+        let done = Outbound::new(&guard, &policy, &model)
+            .rewrite_head(&mut parts)
+            .unwrap();
+        assert_eq!(
+            parts.headers["x-quoted"],
+            format!("the user said {placeholder} earlier").as_str()
+        );
+        assert_eq!(parts.uri.query(), Some(format!("q={placeholder}").as_str()));
+        let redacted: u64 = done.iter().map(|d| d.tally.total().redacted).sum();
+        assert_eq!(redacted, 2);
+        // Where the request cannot be rewritten (the path), it is refused, never sent on.
+        let mut parts = request("https://model.test/Tok-Value-0001");
+        let refusal = Outbound::new(&guard, &policy, &model)
+            .rewrite_head(&mut parts)
+            .unwrap_err();
+        assert_eq!(refusal.secret.as_deref(), Some("tok"));
+        // Toward any other ungranted host the value is exfiltration: refused.
+        let mut parts = request("https://other.test/v1");
+        let refusal = Outbound::new(&guard, &policy, &other)
+            .rewrite_head(&mut parts)
+            .unwrap_err();
+        assert_eq!(refusal.secret.as_deref(), Some("tok"));
+        assert!(
+            !refusal.message.contains("Tok-Value-0001"),
+            "{}",
+            refusal.message
+        );
     }
 
     #[test]
