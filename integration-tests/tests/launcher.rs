@@ -633,9 +633,10 @@ async fn a_client_that_reads_only_the_hashed_directory_trusts_the_run_ca() {
     let ca = pki.ca_path();
     let url = format!("https://api.test:{}/echo", upstream.port());
     // curl on OpenSSL, with no bundle variable: what it trusts beyond its default bundle
-    // (the system's, which lacks the run CA) comes from the hashed directory, named with
-    // `--capath` or found by OpenSSL itself in SSL_CERT_DIR. The control: the system's own
-    // directory in both places is refused.
+    // (the system's, which lacks the run CA outside the jail) comes from the hashed
+    // directory, named with `--capath` or found by OpenSSL itself in SSL_CERT_DIR. The
+    // control: the system's own directory in both places is refused. Outside the jail
+    // (inside it the system bundle is the run's, and the control would pass).
     let script = format!(
         "unset SSL_CERT_FILE CURL_CA_BUNDLE; \
          curl -sS -o /dev/null --capath \"$SSL_CERT_DIR\" {url} && echo capath-ok; \
@@ -648,6 +649,7 @@ async fn a_client_that_reads_only_the_hashed_directory_trusts_the_run_ca() {
         sluice_run(
             &dir_path,
             &[
+                "--no-jail",
                 "--upstream-ca",
                 ca.to_str().unwrap(),
                 "--resolve",

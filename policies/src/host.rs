@@ -234,6 +234,12 @@ impl HostPattern {
         if self.port.is_some_and(|p| p != port) {
             return false;
         }
+        self.matches_name_normalized(host)
+    }
+
+    /// Whether the name part matches `host` (normalised), on whatever port the pattern
+    /// names: a name lookup carries no port.
+    pub(crate) fn matches_name_normalized(&self, host: &str) -> bool {
         match &self.name {
             Name::Exact(name) => name == host,
             Name::Wildcard(suffix) => host

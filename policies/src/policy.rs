@@ -234,6 +234,25 @@ impl Policy {
         })
     }
 
+    /// Whether a name lookup for `host` should be answered: some port of it is reachable
+    /// (a secret granted `egress` names it, or `egress.allow`, `verbatim` or `passthrough`
+    /// does). The jail's resolver answers these and refuses every other name, so that no
+    /// query for an unreachable name leaves the machine.
+    pub fn resolvable(&self, host: &str) -> bool {
+        let Ok(normalized) = normalize_host(host) else {
+            return false;
+        };
+        let hit = |list: &[HostPattern]| list.iter().any(|p| p.matches_name_normalized(&normalized));
+        hit(&self.allow)
+            || hit(&self.verbatim)
+            || hit(&self.passthrough)
+            || self
+                .secrets
+                .iter()
+                .filter(|s| s.grants(Sink::Egress))
+                .any(|s| hit(&s.hosts))
+    }
+
     /// Whether ungranted placeholders toward this host are forwarded unchanged (and
     /// audited) instead of refused.
     pub fn is_verbatim(&self, host: &str, port: u16) -> bool {

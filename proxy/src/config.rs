@@ -91,6 +91,16 @@ pub struct ProxyConfig {
     /// The inherited variables the launcher withholds from its command, for the `start`
     /// audit event (names only).
     pub withheld_env: Vec<String>,
+    /// A listener made elsewhere (the jail's, inside its network namespace) to serve the
+    /// proxy on instead of binding [`ProxyConfig::listen`].
+    pub listener: Option<std::net::TcpListener>,
+    /// Where connections captured without a CONNECT arrive (the jail's redirect target):
+    /// each is taken back to the name the resolver gave its address, then served as a
+    /// CONNECT to it.
+    pub transparent: Option<std::net::TcpListener>,
+    /// The jail's resolver socket: reachable names get an address of the jail, every other
+    /// NXDOMAIN and a `deny` event.
+    pub dns: Option<std::net::UdpSocket>,
 }
 
 impl ProxyConfig {
@@ -106,6 +116,9 @@ impl ProxyConfig {
             timeouts: Timeouts::default(),
             workers: 0,
             withheld_env: Vec::new(),
+            listener: None,
+            transparent: None,
+            dns: None,
         }
     }
 }

@@ -107,11 +107,41 @@ async fn passthrough(
     established()
 }
 
+/// A passthrough host reached without a CONNECT (a connection the jail captured): dialled
+/// through the address policy, then copied without inspection. A refused dial is a `deny`.
+pub(crate) async fn tunnel_passthrough(
+    mut client: tokio::net::TcpStream,
+    target: Target,
+    shared: Arc<Shared>,
+    slot: ConnSlot,
+    exchange: Exchange,
+) {
+    let _slot = slot;
+    let mut upstream = match shared.upstream.dial(&target.host, target.port).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            let refusal = Refusal::from_dial(&error);
+            exchange.record(
+                exchange
+                    .event(EventKind::Deny)
+                    .reason(refusal.code.as_str()),
+            );
+            return;
+        }
+    };
+    exchange.record(
+        exchange
+            .event(EventKind::Tunnel)
+            .reason("passthrough: not inspected, no swap, no redaction"),
+    );
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
 /// Terminates TLS and serves the tunnel's requests over HTTP/2 or HTTP/1.1, as ALPN chose.
 ///
 /// The tunnel was answered `200` already, so what goes wrong here has no response to carry
 /// it: it is recorded (`deny`) and the connection closed.
-async fn intercept<IO>(
+pub(crate) async fn intercept<IO>(
     io: IO,
     target: Target,
     shared: Arc<Shared>,

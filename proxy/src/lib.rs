@@ -47,6 +47,7 @@ mod server;
 mod shared;
 mod suites;
 mod tls;
+mod transparent;
 mod tunnel;
 mod upstream;
 

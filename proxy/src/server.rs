@@ -101,12 +101,19 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         })
         .collect();
     let ca = Arc::new(RunCa::mint(CaConfig::new(run_id.clone(), permitted))?);
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: config.listen,
-            source,
-        })?;
+    let listen_error = |source| StartError::Listen {
+        addr: config.listen,
+        source,
+    };
+    let listener = match config.listener {
+        Some(listener) => {
+            listener.set_nonblocking(true).map_err(listen_error)?;
+            TcpListener::from_std(listener).map_err(listen_error)?
+        }
+        None => TcpListener::bind(config.listen)
+            .await
+            .map_err(listen_error)?,
+    };
     let addr = listener.local_addr().map_err(|source| StartError::Listen {
         addr: config.listen,
         source,
@@ -161,6 +168,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         shutdown: shutdown.clone(),
     });
     tracing::info!(%addr, run_id, "sluice listening; fail-closed: unknown hosts and blocked addresses are refused");
+    start_jail_services(config.transparent, config.dns, &shared, &shutdown)?;
     let accepting = if config.workers == 0 {
         Accepting::Task(tokio::spawn(crate::listen::serve(
             listener,
@@ -179,6 +187,38 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         stop,
         accepting,
     })
+}
+
+/// The jail's capture listener and resolver, on the runtime that calls [`start`], sharing
+/// one name map.
+fn start_jail_services(
+    transparent: Option<std::net::TcpListener>,
+    dns: Option<std::net::UdpSocket>,
+    shared: &Arc<Shared>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(), StartError> {
+    let names = Arc::new(crate::transparent::names::Names::default());
+    if let Some(listener) = transparent {
+        listener.set_nonblocking(true).map_err(StartError::Worker)?;
+        let listener = TcpListener::from_std(listener).map_err(StartError::Worker)?;
+        tokio::spawn(crate::transparent::serve(
+            listener,
+            names.clone(),
+            shared.clone(),
+            shutdown.clone(),
+        ));
+    }
+    if let Some(socket) = dns {
+        socket.set_nonblocking(true).map_err(StartError::Worker)?;
+        let socket = tokio::net::UdpSocket::from_std(socket).map_err(StartError::Worker)?;
+        tokio::spawn(crate::transparent::dns::serve(
+            socket,
+            names,
+            shared.clone(),
+            shutdown.clone(),
+        ));
+    }
+    Ok(())
 }
 
 /// How long a worker's runtime waits for its blocking tasks once released.

@@ -142,4 +142,14 @@ fn only_a_secret_granted_egress_makes_a_host_reachable() {
         Reach::Denied(_)
     ));
     assert_eq!(loaded.policy.intercepted_hosts().len(), 1);
+    // A name lookup carries no port: a name is resolvable when some port of it is reachable.
+    let loaded = Policy::parse(
+        &secret("    sinks: [egress]\n    hosts: [\"api.example.com:8443\", \"*.cdn.example\"]\n"),
+        "t.yaml",
+    )
+    .unwrap();
+    assert!(loaded.policy.resolvable("API.example.com."));
+    assert!(loaded.policy.resolvable("a.b.cdn.example"));
+    assert!(!loaded.policy.resolvable("cdn.example"));
+    assert!(!loaded.policy.resolvable("evil.example.com"));
 }

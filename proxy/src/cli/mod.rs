@@ -44,6 +44,16 @@ enum Command {
     /// Makes that terminal the session's controlling terminal, then becomes the command.
     #[command(name = "__terminal-exec", hide = true)]
     TerminalExec(TerminalExecArgs),
+    /// Internal: the jail's inside, which `sluice run` starts and which becomes the command.
+    #[command(name = "__jail-helper", hide = true)]
+    JailHelper(JailHelperArgs),
+}
+
+/// Arguments of the internal `sluice __jail-helper`.
+#[derive(Debug, Args)]
+pub(crate) struct JailHelperArgs {
+    /// The unix socket sluice waits on.
+    pub(crate) socket: PathBuf,
 }
 
 /// Arguments of the internal `sluice __terminal-exec`.
@@ -84,6 +94,11 @@ pub(crate) struct RunArgs {
     /// workloads.
     #[arg(long)]
     pub(crate) clear_env: bool,
+    /// Run the command in this machine's network, with the proxy variables only: the
+    /// egress policy is then advisory. By default it runs in the jail, where sluice is the
+    /// only way out.
+    #[arg(long)]
+    pub(crate) no_jail: bool,
     /// The command and its arguments, after `--`; passed as given, never through a shell.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,
@@ -221,6 +236,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
         Command::Demo(args) => demo::run(&args),
         Command::TerminalExec(args) => crate::launcher::terminal::exec(&args.command),
+        Command::JailHelper(args) => crate::launcher::jail::helper_main(&args.socket),
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         resolve: args.proxy.pins(),
         pass_env: args.pass_env.clone(),
         clear_env: args.clear_env,
+        jail: !args.no_jail,
     };
     let Some(runtime) = super::runtime("run") else {
         return ExitCode::FAILURE;

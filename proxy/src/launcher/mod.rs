@@ -10,6 +10,7 @@
 
 mod child;
 mod environment;
+pub(crate) mod jail;
 mod output;
 mod refuse;
 pub(crate) mod terminal;
@@ -18,7 +19,7 @@ mod trust;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
@@ -28,7 +29,8 @@ use sluice_policies::{Policy, Sink, placeholder_name};
 
 use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
 
-use child::Launched;
+use child::{Launched, Spawned, What};
+use jail::{Inside, Jail, Launch, Line};
 use environment::{environment, say_withheld};
 use output::audit_redactions;
 use refuse::{refuse_unserved, refuse_values_in_argv};
@@ -60,6 +62,9 @@ pub(crate) struct LaunchConfig {
     /// Variables passed unchanged on purpose, though they look like credentials
     /// (`--pass-env`).
     pub pass_env: Vec<OsString>,
+    /// Run CMD in the jail (network, mount and user namespaces of its own, sluice the only
+    /// way out); `--no-jail` turns it off.
+    pub jail: bool,
     /// Pass only [`environment::CLEAR_ENV_ALLOWLIST`] (and `--pass-env`) of the inherited environment
     /// (`--clear-env`).
     pub clear_env: bool,
@@ -102,6 +107,14 @@ pub(crate) enum LaunchError {
     ValueInArgv {
         /// Each such argument's index (the program is 0) and secret, as a sentence.
         arguments: String,
+    },
+    /// The jail could not be made: the command does not run outside it unasked.
+    #[error(
+        "cannot make the jail: {why}; run with --no-jail to run the command in this machine's network instead (the egress policy is then advisory)"
+    )]
+    Jail {
+        /// What failed (no value is ever in it).
+        why: String,
     },
     /// CMD could not be started.
     #[error("cannot start {program}: {source}")]
@@ -146,9 +159,31 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     proxy_config.upstream_ca = config.upstream_ca;
     proxy_config.workers = sluice_proxy::default_workers();
     proxy_config.resolve = config.resolve;
-    let proxy = start(proxy_config).await?;
+    // In the jail the helper starts first, with CMD's streams: it makes the sockets the
+    // proxy serves inside, then waits for what to run.
+    let jailed = if config.jail {
+        let (helper, line, inside) = enter_jail(run_dir.path()).await?;
+        proxy_config.listener = Some(inside.proxy);
+        proxy_config.transparent = Some(inside.capture);
+        proxy_config.dns = Some(inside.dns);
+        Some((helper, line))
+    } else {
+        eprintln!(
+            "sluice: --no-jail: the command runs in this machine's network; the egress policy is advisory (a client that ignores the proxy variables goes around sluice)"
+        );
+        None
+    };
+    let proxy = match start(proxy_config).await {
+        Ok(proxy) => proxy,
+        Err(error) => {
+            if let Some((helper, _)) = jailed {
+                helper.abandon().await;
+            }
+            return Err(error.into());
+        }
+    };
     let guard = proxy.guard();
-    let env = match child_env(
+    let started = match child_env(
         &proxy,
         proxy.policy(),
         &guard,
@@ -156,18 +191,26 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         &config.pass_env,
         config.clear_env,
     ) {
-        Ok(env) => env,
+        Ok(env) => start_command(program, args, &env, jailed, run_dir.path()).await,
         Err(error) => {
-            let _ = proxy.shutdown().await;
-            return Err(error);
+            if let Some((helper, _)) = jailed {
+                helper.abandon().await;
+            }
+            Err(error)
         }
     };
+    let launched = started.and_then(|spawned| {
+        spawned.pump(&guard).map_err(|source| LaunchError::Spawn {
+            program: program.to_string_lossy().into_owned(),
+            source,
+        })
+    });
     let Launched {
         mut child,
         outputs,
         tasks,
         raw,
-    } = match child::launch(program, args, &env, &guard) {
+    } = match launched {
         Ok(launched) => launched,
         Err(error) => {
             let _ = proxy.shutdown().await;
@@ -196,6 +239,81 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         (None, Some(signal)) => 128u8.saturating_add(u8::try_from(signal).unwrap_or(0)),
         (None, None) => 1,
     })
+}
+
+/// Starts the jail's helper and waits for the jail: its sockets, or the typed refusal.
+async fn enter_jail(run_dir: &Path) -> Result<(Spawned, Line, Inside), LaunchError> {
+    let jail = Jail::prepare(run_dir).map_err(LaunchError::RunDir)?;
+    let helper = child::spawn(What::JailHelper {
+        args: jail.helper_args(),
+    })
+    .map_err(|source| LaunchError::Spawn {
+        program: "the jail helper".into(),
+        source,
+    })?;
+    match tokio::task::spawn_blocking(move || jail.inside()).await {
+        Ok(Ok((line, inside))) => Ok((helper, line, inside)),
+        Ok(Err(why)) => {
+            helper.abandon().await;
+            Err(LaunchError::Jail { why })
+        }
+        Err(error) => {
+            helper.abandon().await;
+            Err(LaunchError::Jail {
+                why: error.to_string(),
+            })
+        }
+    }
+}
+
+/// Starts CMD: told to the jail's helper (with the trust store and resolver to bind inside),
+/// or spawned directly.
+async fn start_command(
+    program: &OsString,
+    args: &[OsString],
+    env: &BTreeMap<OsString, OsString>,
+    jailed: Option<(Spawned, Line)>,
+    run_dir: &Path,
+) -> Result<Spawned, LaunchError> {
+    let spawn_error = |source| LaunchError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    };
+    let Some((helper, line)) = jailed else {
+        return child::spawn(What::Command { program, args, env }).map_err(spawn_error);
+    };
+    let resolv = run_dir.join("resolv.conf");
+    if let Err(error) = crate::files::write_new(&resolv, b"nameserver 127.0.0.1\n", 0o644) {
+        helper.abandon().await;
+        return Err(LaunchError::RunDir(error));
+    }
+    let mut binds: Vec<(PathBuf, PathBuf)> = trust::SYSTEM_BUNDLES
+        .iter()
+        .map(|system| (trust::bundle_path(run_dir), PathBuf::from(system)))
+        .collect();
+    binds.push((resolv, PathBuf::from("/etc/resolv.conf")));
+    let launch = Launch {
+        argv: std::iter::once(program)
+            .chain(args)
+            .map(|arg| arg.as_bytes().to_vec())
+            .collect(),
+        env: env
+            .iter()
+            .map(|(key, value)| (key.as_bytes().to_vec(), value.as_bytes().to_vec()))
+            .collect(),
+        binds,
+        terminal: child::in_terminal(),
+    };
+    let outcome = tokio::task::spawn_blocking(move || line.launch(&launch))
+        .await
+        .unwrap_or_else(|error| Err(error.to_string()));
+    match outcome {
+        Ok(()) => Ok(helper),
+        Err(why) => {
+            helper.abandon().await;
+            Err(spawn_error(std::io::Error::other(why)))
+        }
+    }
 }
 
 /// Makes sluice non-dumpable: the command runs as sluice's own user, and could otherwise read

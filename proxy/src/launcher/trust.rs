@@ -15,7 +15,7 @@ use sluice_policies::launcher_env::{CA_BUNDLE_VARIABLES, CA_DIRECTORY_VARIABLES}
 
 /// Where the system's CA bundle may live, first found wins; the sandbox's bundle is the run
 /// CA plus these roots, so hosts sluice does not intercept (passthrough) still verify.
-const SYSTEM_BUNDLES: [&str; 4] = [
+pub(super) const SYSTEM_BUNDLES: [&str; 4] = [
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
     "/etc/ssl/cert.pem",
@@ -60,6 +60,11 @@ impl Trust {
     }
 }
 
+/// Where the run bundle is written in the run directory.
+pub(super) fn bundle_path(run_dir: &Path) -> PathBuf {
+    run_dir.join("ca-bundle.pem")
+}
+
 /// The run CA followed by the system roots, as one PEM bundle in the run directory.
 fn write_bundle(run_dir: &Path, ca_pem: &str) -> io::Result<PathBuf> {
     let mut bundle = ca_pem.to_owned();
@@ -75,7 +80,7 @@ fn write_bundle(run_dir: &Path, ca_pem: &str) -> io::Result<PathBuf> {
             "no system CA bundle found; the sandbox trusts only the run CA (passthrough hosts will not verify)"
         ),
     }
-    let path = run_dir.join("ca-bundle.pem");
+    let path = bundle_path(run_dir);
     crate::files::write_new(&path, bundle.as_bytes(), 0o644)?;
     Ok(path)
 }

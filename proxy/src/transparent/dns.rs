@@ -1,0 +1,103 @@
+//! The jail's resolver: the only DNS the workload has. A name the declaration makes
+//! reachable is answered with its jail address ([`super::names::Names`]); every other name
+//! gets NXDOMAIN and a `deny` event, and nothing is ever asked of a real resolver, so no
+//! query (and no secret spelled into a name) leaves the machine.
+//!
+//! Messages are parsed and written by hickory-proto. It must never forward a query.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hickory_proto::op::{Message, MessageType, ResponseCode};
+use hickory_proto::rr::{RData, Record, RecordType, rdata::A};
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+
+use super::names::Names;
+use crate::audit::{Event, EventKind};
+use crate::shared::{Shared, until_stopped};
+
+/// How long an answer may be cached: the addresses are the run's, stable for its length.
+const TTL: u32 = 300;
+
+/// Answers queries on `socket` until `shutdown`.
+pub(crate) async fn serve(
+    socket: UdpSocket,
+    names: Arc<Names>,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (len, peer) = tokio::select! {
+            () = until_stopped(&mut shutdown) => return,
+            received = socket.recv_from(&mut buf) => match received {
+                Ok(received) => received,
+                Err(error) => {
+                    tracing::debug!(%error, "resolver receive failed");
+                    continue;
+                }
+            },
+        };
+        if let Some(answer) = answer(&buf[..len], &names, &shared) {
+            send(&socket, &answer, peer).await;
+        }
+    }
+}
+
+async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr) {
+    if let Err(error) = socket.send_to(answer, peer).await {
+        tracing::debug!(%error, "resolver send failed");
+    }
+}
+
+/// The answer to one query message, or `None` for bytes that are not a query.
+fn answer(query: &[u8], names: &Names, shared: &Shared) -> Option<Vec<u8>> {
+    let query = Message::from_vec(query).ok()?;
+    if query.message_type() != MessageType::Query {
+        return None;
+    }
+    let mut reply = Message::new();
+    reply
+        .set_id(query.id())
+        .set_message_type(MessageType::Response)
+        .set_op_code(query.op_code())
+        .set_recursion_desired(query.recursion_desired())
+        .set_recursion_available(true)
+        .set_authoritative(true);
+    let Some(question) = query.queries().first() else {
+        reply.set_response_code(ResponseCode::FormErr);
+        return reply.to_vec().ok();
+    };
+    reply.add_query(question.clone());
+    let asked = question.name().to_ascii();
+    let name = asked.trim_end_matches('.').to_ascii_lowercase();
+    if !shared.policy.resolvable(&name) {
+        // The name as asked may hold a secret (DNS exfiltration): the audit log's redactor
+        // sees it before it is written.
+        shared.record(
+            Event::new(EventKind::Deny)
+                .host(name)
+                .reason("dns-name-not-allowed"),
+        );
+        reply.set_response_code(ResponseCode::NXDomain);
+        return reply.to_vec().ok();
+    }
+    // A reachable name: an IPv4 address of the jail for A, no other record (the jail
+    // answers IPv4 only, so clients connect where the capture knows the name back).
+    if question.query_type() == RecordType::A {
+        match names.address_for(&name) {
+            Some(address) => {
+                reply.add_answer(Record::from_rdata(
+                    question.name().clone(),
+                    TTL,
+                    RData::A(A(address)),
+                ));
+            }
+            None => {
+                reply.set_response_code(ResponseCode::ServFail);
+            }
+        }
+    }
+    reply.to_vec().ok()
+}
