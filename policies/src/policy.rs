@@ -242,7 +242,8 @@ impl Policy {
         let Ok(normalized) = normalize_host(host) else {
             return false;
         };
-        let hit = |list: &[HostPattern]| list.iter().any(|p| p.matches_name_normalized(&normalized));
+        let hit =
+            |list: &[HostPattern]| list.iter().any(|p| p.matches_name_normalized(&normalized));
         hit(&self.allow)
             || hit(&self.verbatim)
             || hit(&self.passthrough)

@@ -30,8 +30,8 @@ use sluice_policies::{Policy, Sink, placeholder_name};
 use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
 
 use child::{Launched, Spawned, What};
-use jail::{Inside, Jail, Launch, Line};
 use environment::{environment, say_withheld};
+use jail::{Inside, Jail, Launch, Line};
 use output::audit_redactions;
 use refuse::{refuse_unserved, refuse_values_in_argv};
 use trust::Trust;

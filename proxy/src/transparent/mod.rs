@@ -47,7 +47,10 @@ pub(crate) async fn serve(
             }
         };
         let Ok(permit) = shared.connections.clone().try_acquire_owned() else {
-            tracing::warn!(limit = shared.limits.max_connections, "connection limit reached; closing");
+            tracing::warn!(
+                limit = shared.limits.max_connections,
+                "connection limit reached; closing"
+            );
             continue;
         };
         let (names, shared) = (names.clone(), shared.clone());
@@ -109,7 +112,10 @@ fn original_destination(stream: &TcpStream) -> Option<SocketAddr> {
         IpAddr::V4(_) => {
             let raw = getsockopt(stream, sockopt::OriginalDst).ok()?;
             let ip = Ipv4Addr::from(u32::from_be(raw.sin_addr.s_addr));
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(raw.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(raw.sin_port),
+            )))
         }
         IpAddr::V6(_) => {
             let raw = getsockopt(stream, sockopt::Ip6tOriginalDst).ok()?;

@@ -67,7 +67,10 @@ mod tests {
         assert_eq!(names.address_for("api.example.com"), Some(a));
         assert_eq!(a, Ipv4Addr::new(198, 18, 0, 1));
         assert_eq!(names.name_of(IpAddr::V4(b)).as_deref(), Some("pypi.org"));
-        assert_eq!(names.name_of(IpAddr::V4(Ipv4Addr::new(198, 18, 9, 9))), None);
+        assert_eq!(
+            names.name_of(IpAddr::V4(Ipv4Addr::new(198, 18, 9, 9))),
+            None
+        );
         assert_eq!(names.name_of("::1".parse().unwrap()), None);
     }
 }

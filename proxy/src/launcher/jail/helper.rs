@@ -72,14 +72,20 @@ pub(crate) fn main(socket: &Path) -> ExitCode {
             return fail(format!("cannot give the command its terminal: {error}"));
         }
     }
-    let mut argv = launch.argv.iter().map(|arg| OsString::from_vec(arg.clone()));
+    let mut argv = launch
+        .argv
+        .iter()
+        .map(|arg| OsString::from_vec(arg.clone()));
     let Some(program) = argv.next() else {
         return fail("no command to run".into());
     };
     let mut command = Command::new(&program);
     command.args(argv).env_clear();
     for (key, value) in &launch.env {
-        command.env(OsString::from_vec(key.clone()), OsString::from_vec(value.clone()));
+        command.env(
+            OsString::from_vec(key.clone()),
+            OsString::from_vec(value.clone()),
+        );
     }
     drop(launch);
     let error = command.exec();
@@ -112,9 +118,28 @@ fn enter() -> Result<Sockets, String> {
     write("gid_map", format!("0 {gid} 1"))?;
     run("ip", &["link", "set", "lo", "up"])?;
     // Every address is local inside, so a connection to any of them reaches the redirect.
-    run("ip", &["route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", "local"])?;
-    run("ip", &["-6", "route", "add", "local", "::/0", "dev", "lo", "table", "local"])?;
-    let bind = |addr: &str| TcpListener::bind(addr).map_err(|e| format!("cannot listen in the jail ({addr}): {e}"));
+    run(
+        "ip",
+        &[
+            "route",
+            "add",
+            "local",
+            "0.0.0.0/0",
+            "dev",
+            "lo",
+            "table",
+            "local",
+        ],
+    )?;
+    run(
+        "ip",
+        &[
+            "-6", "route", "add", "local", "::/0", "dev", "lo", "table", "local",
+        ],
+    )?;
+    let bind = |addr: &str| {
+        TcpListener::bind(addr).map_err(|e| format!("cannot listen in the jail ({addr}): {e}"))
+    };
     let proxy = bind("127.0.0.1:0")?;
     let capture = bind("127.0.0.1:0")?;
     let dns = UdpSocket::bind("127.0.0.1:53")
@@ -151,7 +176,9 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run `{program}` to set up the jail's network: {e} (iproute2 is needed)"))?;
+        .map_err(|e| {
+            format!("cannot run `{program}` to set up the jail's network: {e} (iproute2 is needed)")
+        })?;
     if out.status.success() {
         Ok(())
     } else {
@@ -171,9 +198,13 @@ fn nft(rules: &str) -> Result<(), String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run `nft` to capture the jail's connections: {e} (install nftables)"))?;
+        .map_err(|e| {
+            format!("cannot run `nft` to capture the jail's connections: {e} (install nftables)")
+        })?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(rules.as_bytes()).map_err(|e| e.to_string())?;
+        stdin
+            .write_all(rules.as_bytes())
+            .map_err(|e| e.to_string())?;
     }
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
     if out.status.success() {

@@ -53,7 +53,12 @@ pub(crate) fn send_ready(
     if !borrowed.is_empty() && !control.push(SendAncillaryMessage::ScmRights(&borrowed)) {
         return Err(std::io::Error::other("too many descriptors"));
     }
-    rustix::net::sendmsg(stream, &[IoSlice::new(&bytes)], &mut control, SendFlags::empty())?;
+    rustix::net::sendmsg(
+        stream,
+        &[IoSlice::new(&bytes)],
+        &mut control,
+        SendFlags::empty(),
+    )?;
     Ok(())
 }
 
@@ -105,7 +110,9 @@ pub(crate) fn receive_outcome(mut stream: &UnixStream) -> Result<(), String> {
     match stream.read_to_string(&mut why) {
         Ok(_) if why.is_empty() => Ok(()),
         Ok(_) => Err(why),
-        Err(error) => Err(format!("the jail helper could not say whether the command started: {error}")),
+        Err(error) => Err(format!(
+            "the jail helper could not say whether the command started: {error}"
+        )),
     }
 }
 

