@@ -226,4 +226,166 @@ fn where_the_namespaces_cannot_be_made_the_launch_is_refused_naming_no_jail() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(marker.exists());
     assert!(stderr.contains("advisory"), "{stderr}");
+    // Root there (as in most containers), it says the command can read sluice's memory.
+    assert!(stderr.contains("can read sluice's memory"), "{stderr}");
+}
+
+/// Each letter one further on (`z` to `a`): what the command prints this way passes the
+/// output redaction, so a value it could read would show here.
+fn shifted(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            'z' => 'a',
+            'Z' => 'A',
+            'a'..='y' | 'A'..='Y' => char::from(c as u8 + 1),
+            c => c,
+        })
+        .collect()
+}
+
+#[test]
+fn nothing_of_sluice_is_within_the_commands_reach() {
+    const VALUE: &str = "jailed-REAL-value-from-sluices-environment";
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\nsecrets:\n  env_token:\n    from: { env: JAIL_TEST_VALUE }\n    hosts: [api.test]\n    sinks: [egress]\n",
+    )
+    .unwrap();
+    // A process of the same user outside the jail, which the command must not reach.
+    let mut victim = Command::new("sleep").arg("60").spawn().unwrap();
+    let script = r#"
+echo "pid=$$ ppid=$PPID"
+echo "pids=$(ls /proc | grep -E '^[0-9]+$' | tr '\n' ' ')"
+# Every environment and command line in reach, shifted past the output redaction.
+cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | tr 'A-Za-z' 'B-ZAb-za'
+kill -TERM "$0" 2>/dev/null; echo "kill=$?"
+umount /proc 2>/dev/null; echo "umount=$?"
+nft flush ruleset 2>/dev/null; echo "nft=$?"
+ip route del local 0.0.0.0/0 dev lo table local 2>/dev/null; echo "route=$?"
+"#;
+    let out = Command::new(sluice_bin())
+        .args(["run", "--policy"])
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
+        .args(["--", "sh", "-c", script])
+        .arg(victim.id().to_string())
+        .env("JAIL_TEST_VALUE", VALUE)
+        .env("JAIL_TEST_PROBE", "probe-in-the-commands-environment")
+        .current_dir(dir.path())
+        .output()
+        .expect("sluice runs");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Root or not, a command in the jail cannot read sluice's memory, and none is said so.
+    assert!(!stderr.contains("read sluice's memory"), "{stderr}");
+    // Its own PID namespace: it is process 2, under the jail's init, and sees only the
+    // jail's few processes.
+    assert!(stdout.contains("pid=2 ppid=1\n"), "{stdout}");
+    let pids = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("pids="))
+        .unwrap();
+    assert!(
+        pids.split_whitespace()
+            .all(|pid| pid.parse::<u32>().unwrap() < 16),
+        "{pids}"
+    );
+    // The reading works (the command's own environment shows, shifted) ...
+    assert!(
+        stdout.contains(&shifted(
+            "JAIL_TEST_PROBE=probe-in-the-commands-environment"
+        )),
+        "{stdout}"
+    );
+    // ... and nothing of sluice's is there: not the value, not sluice's command line.
+    assert!(!stdout.contains(&shifted(VALUE)), "{stdout}");
+    assert!(!stdout.contains(VALUE), "{stdout}");
+    assert!(!stdout.contains(&shifted("--policy")), "{stdout}");
+    assert!(
+        stdout.contains(&shifted("JAIL_TEST_VALUE=SLUICE_ENV_TOKEN_")),
+        "{stdout}"
+    );
+    // Root inside, with no power over what is outside, nor over the jail itself.
+    for refused in ["kill=", "umount=", "nft=", "route="] {
+        let code = stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(refused))
+            .unwrap_or_else(|| panic!("{refused} missing: {stdout}"));
+        assert_ne!(code, "0", "{refused}0: {stdout}");
+    }
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the command signalled a process outside"
+    );
+    victim.kill().unwrap();
+    let _ = victim.wait();
+}
+
+#[test]
+fn exit_status_signals_and_leftovers_are_as_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new();
+    let ca = pki.ca_path();
+    for jail in [&[][..], &["--no-jail"][..]] {
+        let out = run_jailed(dir.path(), &ca, jail, "exit 7");
+        assert_eq!(out.status.code(), Some(7), "{jail:?} {}", text(&out.stderr));
+        let out = run_jailed(dir.path(), &ca, jail, "kill -KILL $$");
+        assert_eq!(
+            out.status.code(),
+            Some(137),
+            "{jail:?} {}",
+            text(&out.stderr)
+        );
+        // SIGTERM to sluice reaches the command (a trap here), whose status sluice takes.
+        let mut child = Command::new(sluice_bin())
+            .args(["run", "--policy"])
+            .arg(declaration(dir.path()))
+            .arg("--audit-log")
+            .arg(dir.path().join("audit.jsonl"))
+            .args(jail)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "trap 'echo terminated; exit 3' TERM; echo ready; sleep 30 >/dev/null 2>&1 & wait",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        nix_kill(child.id(), "TERM");
+        let status = child.wait().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        assert_eq!(status.code(), Some(3), "{jail:?} {rest}");
+        assert_eq!(rest, "terminated\n");
+    }
+    // In the jail nothing the command left running outlives it.
+    let marker = "sleep 3141";
+    let out = run_jailed(dir.path(), &ca, &[], &format!("{marker} & echo started"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let left = Command::new("pgrep").args(["-f", marker]).output().unwrap();
+    assert!(
+        !left.status.success(),
+        "left running: {}",
+        text(&left.stdout)
+    );
+}
+
+/// `kill -SIGNAL PID`, through the system's `kill`.
+fn nix_kill(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
 }

@@ -452,32 +452,37 @@ fn the_command_cannot_read_sluices_environment_or_memory() {
     let script =
         "cat /proc/$PPID/environ > \"$0\" 2>&1; head -c 64 /proc/$PPID/mem >> \"$0\" 2>&1; true";
     let root = nix_is_root();
-    let mut command = if root {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-        c.arg(sluice_bin());
-        c
-    } else {
-        Command::new(sluice_bin())
-    };
-    let out = command
-        .arg("run")
-        .arg("--policy")
-        .arg(&policy)
-        .arg("--audit-log")
-        .arg(dir.path().join("audit.jsonl"))
-        .args(["--", "sh", "-c", script])
-        .arg(&seen)
-        .env("SLUICE_TEST_MARKER", "marker-in-sluices-environment")
-        .env("HOME", dir.path())
-        .current_dir(dir.path())
-        .output()
-        .expect("sluice runs");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let seen = std::fs::read_to_string(&seen).unwrap();
-    assert!(!seen.contains("marker-in-sluices-environment"), "{seen}");
-    assert!(!seen.contains(TOKEN), "{seen}");
-    assert!(seen.contains("Permission denied"), "{seen}");
+    // Outside the jail sluice's non-dumpable flag guards it; inside, the PID namespace as well
+    // (`$PPID` is the jail's init there, which is non-dumpable too).
+    for jail in [&[][..], &["--no-jail"][..]] {
+        let mut command = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+            c.arg(sluice_bin());
+            c
+        } else {
+            Command::new(sluice_bin())
+        };
+        let out = command
+            .arg("run")
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--audit-log")
+            .arg(dir.path().join("audit.jsonl"))
+            .args(jail)
+            .args(["--", "sh", "-c", script])
+            .arg(&seen)
+            .env("SLUICE_TEST_MARKER", "marker-in-sluices-environment")
+            .env("HOME", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .expect("sluice runs");
+        assert!(out.status.success(), "{jail:?} {}", text(&out.stderr));
+        let seen = std::fs::read_to_string(&seen).unwrap();
+        assert!(!seen.contains("marker-in-sluices-environment"), "{seen}");
+        assert!(!seen.contains(TOKEN), "{seen}");
+        assert!(seen.contains("Permission denied"), "{seen}");
+    }
 }
 
 /// Whether the tests run as root (CI does).

@@ -47,6 +47,10 @@ enum Command {
     /// Internal: the jail's inside, which `sluice run` starts and which becomes the command.
     #[command(name = "__jail-helper", hide = true)]
     JailHelper(JailHelperArgs),
+    /// Internal: process 1 of the jail's PID namespace, which the helper starts and which
+    /// starts the command.
+    #[command(name = "__jail-init", hide = true)]
+    JailInit,
 }
 
 /// Arguments of the internal `sluice __jail-helper`.
@@ -237,6 +241,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::TerminalExec(args) => crate::launcher::terminal::exec(&args.command),
         Command::JailHelper(args) => crate::launcher::jail::helper_main(&args.socket),
+        Command::JailInit => crate::launcher::jail::init_main(),
     }
 }
 

@@ -145,7 +145,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     refuse_values_in_argv(&config.policy, &probe, &config.command)?;
     let (_, withheld) = environment(&config.policy, &probe, &config.pass_env, config.clear_env);
     drop(probe);
-    close_own_memory();
+    close_own_memory(config.jail);
     let run_dir = tempfile::Builder::new()
         .prefix("sluice-run-")
         .tempdir()
@@ -318,15 +318,16 @@ async fn start_command(
 
 /// Makes sluice non-dumpable: the command runs as sluice's own user, and could otherwise read
 /// sluice's initial environment block and memory (`/proc/PPID/environ`, `/proc/PPID/mem`,
-/// ptrace, a core dump), and the real values in them. A command running as root keeps that
-/// power, which is said at start.
-fn close_own_memory() {
+/// ptrace, a core dump), and the real values in them. In the jail sluice's processes are not
+/// in the command's PID namespace at all, and its user namespace has no power over sluice's;
+/// outside it, a command running as root keeps that power, which is said at start.
+fn close_own_memory(jail: bool) {
     if let Err(error) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("sluice: cannot make sluice's memory unreadable to the command: {error}");
     }
-    if nix::unistd::geteuid().is_root() {
+    if !jail && nix::unistd::geteuid().is_root() {
         eprintln!(
-            "sluice: running as root: a command that also runs as root can still read sluice's memory, and the secrets in it; run sluice as an unprivileged user"
+            "sluice: --no-jail as root: the command also runs as root, in sluice's namespaces, and can read sluice's memory and the secrets in it; run it in the jail, or sluice as an unprivileged user"
         );
     }
 }

@@ -1,8 +1,9 @@
 //! The jail's inside: `sluice __jail-helper SOCKET`, started by sluice with
 //! CMD's standard streams and no environment, single-threaded (a process with threads
 //! cannot enter a user namespace). It makes the namespaces, brings up the network inside,
-//! makes the sockets sluice will serve there and hands them over, then sets up the mounts
-//! and becomes CMD.
+//! makes the sockets sluice will serve there and hands them over, sets up the mounts,
+//! then starts the jail's init ([`super::init`]) in a PID namespace of its own and waits
+//! for it, passing sluice's signals on and its exit status back.
 //!
 //! Inside: a user namespace where it is root (with power over nothing outside), a network
 //! namespace with loopback only (nothing sent there can leave the machine), every address
@@ -11,18 +12,16 @@
 //! system trust store and `/etc/resolv.conf` are the run's. It must never run CMD when any
 //! of that failed: it reports why and exits.
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::net::{TcpListener, UdpSocket};
-use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 
+use super::supervise::Supervisor;
 use super::wire::{self, Ready};
 
 /// The helper's entry point; returns only on failure (127, as a shell does).
@@ -56,7 +55,7 @@ pub(crate) fn main(socket: &Path) -> ExitCode {
         Err(_) => return ExitCode::from(127),
     };
     // From here a failure is told to sluice, which refuses the launch with it; on success
-    // the line closes by itself as this process becomes CMD (the socket is close-on-exec).
+    // the init reports on the line instead.
     let fail = |why: String| {
         let _ = (&stream).write_all(why.as_bytes());
         ExitCode::from(127)
@@ -64,32 +63,37 @@ pub(crate) fn main(socket: &Path) -> ExitCode {
     if let Err(why) = mounts(&launch.binds) {
         return fail(why);
     }
-    if launch.terminal {
-        if let Err(error) = rustix::process::setsid() {
-            return fail(format!("cannot start a session for the command: {error}"));
-        }
-        if let Err(error) = rustix::process::ioctl_tiocsctty(std::io::stdin()) {
-            return fail(format!("cannot give the command its terminal: {error}"));
-        }
+    // CMD's own PID namespace: its first process, the init, is process 1 there.
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWPID) {
+        return fail(format!(
+            "cannot make the jail's PID namespace (unshare: {e})"
+        ));
     }
-    let mut argv = launch
-        .argv
-        .iter()
-        .map(|arg| OsString::from_vec(arg.clone()));
-    let Some(program) = argv.next() else {
-        return fail("no command to run".into());
+    let init = UnixStream::pair().and_then(|(ours, theirs)| {
+        let child = Command::new(std::env::current_exe()?)
+            .arg("__jail-init")
+            .env_clear()
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .spawn()?;
+        Ok((child, ours))
+    });
+    let (init, ours) = match init {
+        Ok(init) => init,
+        Err(error) => return fail(format!("cannot start the jail's init: {error}")),
     };
-    let mut command = Command::new(&program);
-    command.args(argv).env_clear();
-    for (key, value) in &launch.env {
-        command.env(
-            OsString::from_vec(key.clone()),
-            OsString::from_vec(value.clone()),
-        );
+    // The init is process 1 of its namespace: should this process fail now, its end
+    // (the init's parent-death signal) ends the jail.
+    let supervisor = match Supervisor::new(launch.terminal) {
+        Ok(supervisor) => supervisor,
+        Err(why) => return fail(why),
+    };
+    let handed = wire::send_handover(&ours, &launch, [&std::io::stdin(), &stream]);
+    if let Err(error) = handed {
+        return fail(format!("cannot tell the jail's init what to run: {error}"));
     }
-    drop(launch);
-    let error = command.exec();
-    fail(format!("{}: {error}", program.to_string_lossy()))
+    // From here the init holds the line to sluice and reports on it.
+    drop((stream, ours, launch));
+    supervisor.wait(init.id())
 }
 
 /// The sockets made inside the jail's network.
@@ -105,17 +109,19 @@ struct Sockets {
 /// Makes the user, network and mount namespaces and the network inside; returns the
 /// sockets, or why it could not (naming what failed, for the typed launch refusal).
 fn enter() -> Result<Sockets, String> {
+    // Should sluice die, so does the jail (and the init's own parent-death signal ends
+    // everything inside with it).
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .map_err(|e| format!("cannot tie the jail to sluice: {e}"))?;
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS)
         .map_err(|e| format!("cannot make the jail's namespaces (unshare: {e}); user namespaces may be disabled or filtered by seccomp"))?;
     // Root inside, mapped to sluice's own user: power over the jail's namespaces only.
-    let write = |file: &str, text: String| {
-        std::fs::write(format!("/proc/self/{file}"), text)
-            .map_err(|e| format!("cannot map the jail's user ({file}: {e})"))
-    };
-    write("setgroups", "deny".into())?;
-    write("uid_map", format!("0 {uid} 1"))?;
-    write("gid_map", format!("0 {gid} 1"))?;
+    map_root(&uid.to_string(), &gid.to_string())?;
+    // Ports below 1024 are the workload's to bind in its own network, as root's would be
+    // outside (its root is one namespace further down, without this network's powers).
+    // Best effort: a kernel without the per-network setting keeps its default.
+    let _ = std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0");
     run("ip", &["link", "set", "lo", "up"])?;
     // Every address is local inside, so a connection to any of them reaches the redirect.
     run(
@@ -168,6 +174,18 @@ table ip6 sluice_jail {{
         capture,
         dns,
     })
+}
+
+/// Maps root of the user namespace just entered to `uid` and `gid` of the one above: the
+/// only mapping a process may write for itself without privilege there.
+pub(super) fn map_root(uid: &str, gid: &str) -> Result<(), String> {
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/self/{file}"), text)
+            .map_err(|e| format!("cannot map the jail's user ({file}: {e})"))
+    };
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("0 {uid} 1"))?;
+    write("gid_map", format!("0 {gid} 1"))
 }
 
 /// Runs a network tool inside the jail; its failure is the jail's.

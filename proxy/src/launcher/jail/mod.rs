@@ -5,13 +5,16 @@
 //! inside them (the proxy listener, the capture listener every other TCP connection is
 //! redirected to, the resolver), hands them over a unix socket in the run directory
 //! ([`wire`]), waits for what to run, binds the run's trust store and resolver
-//! configuration, and becomes CMD. sluice serves those sockets from outside like any
+//! configuration, and starts CMD's init ([`init`]) in a PID namespace of its own, which
+//! mounts that namespace's `/proc` and starts CMD one user namespace further down. sluice serves those sockets from outside like any
 //! listener: the namespace a socket was made in is the one its traffic lives in.
 //!
 //! What it must never do: run CMD when the jail could not be made (the launch is refused,
 //! naming `--no-jail`), or dial anything a connection inside named by address alone.
 
 mod helper;
+mod init;
+mod supervise;
 mod wire;
 
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -19,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub(crate) use helper::main as helper_main;
+pub(crate) use init::main as init_main;
 pub(crate) use wire::Launch;
 use wire::Ready;
 

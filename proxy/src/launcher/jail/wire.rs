@@ -116,6 +116,67 @@ pub(crate) fn receive_outcome(mut stream: &UnixStream) -> Result<(), String> {
     }
 }
 
+/// The largest handover accepted: far above any argv and environment `exec` takes.
+const MAX_HANDOVER: usize = 64 << 20;
+
+/// Hands what to run to the jail's init (the helper's side of their socket pair), with two
+/// descriptors: CMD's stdin and the line to sluice, on which the init reports the outcome.
+pub(crate) fn send_handover(
+    mut stream: &UnixStream,
+    launch: &Launch,
+    fds: [&dyn AsFd; 2],
+) -> std::io::Result<()> {
+    let bytes = Zeroizing::new(serde_json::to_vec(launch).map_err(std::io::Error::other)?);
+    let length = (bytes.len() as u64).to_be_bytes();
+    let borrowed = fds.map(|fd| fd.as_fd());
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&borrowed)) {
+        return Err(std::io::Error::other("too many descriptors"));
+    }
+    // The descriptors ride on the length; the message follows as plain bytes.
+    let sent = rustix::net::sendmsg(
+        stream,
+        &[IoSlice::new(&length)],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    stream.write_all(&length[sent..])?;
+    stream.write_all(&bytes)?;
+    stream.shutdown(std::net::Shutdown::Write)
+}
+
+/// Receives what to run and its two descriptors ([`send_handover`]).
+pub(crate) fn receive_handover(mut stream: &UnixStream) -> std::io::Result<(Launch, [OwnedFd; 2])> {
+    let mut length = [0u8; 8];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = rustix::net::recvmsg(
+        stream,
+        &mut [IoSliceMut::new(&mut length)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = message {
+            fds.extend(rights);
+        }
+    }
+    stream.read_exact(&mut length[received.bytes..])?;
+    let fds: [OwnedFd; 2] = fds
+        .try_into()
+        .map_err(|_| std::io::Error::other("the jail's init got the wrong descriptors"))?;
+    let length = usize::try_from(u64::from_be_bytes(length))
+        .ok()
+        .filter(|length| *length <= MAX_HANDOVER)
+        .ok_or_else(|| std::io::Error::other("the jail's init got an oversized message"))?;
+    let mut bytes = Zeroizing::new(vec![0u8; length]);
+    stream.read_exact(&mut bytes)?;
+    let launch = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
+    Ok((launch, fds))
+}
+
 impl Drop for Launch {
     fn drop(&mut self) {
         use zeroize::Zeroize;
