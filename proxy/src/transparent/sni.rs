@@ -1,0 +1,155 @@
+//! The name a captured TLS connection asks for: the server name (SNI) of its ClientHello,
+//! read by rustls's own parser from bytes peeked, not consumed, so that the handshake then
+//! runs from its first byte on the CONNECT path as if nothing had looked.
+//!
+//! What it must never do: take a name from anything but a ClientHello rustls accepts, or
+//! wait for one past the handshake timeout.
+
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// The most a ClientHello may take before it is given up on (far above what clients send,
+/// post-quantum key shares included).
+const MAX_HELLO: usize = 64 * 1024;
+
+/// The SNI of the ClientHello waiting on `stream`; `None` when what waits is not a
+/// ClientHello, names no server, or does not arrive within `timeout`.
+pub(crate) async fn server_name(stream: &TcpStream, timeout: Duration) -> Option<String> {
+    let deadline = Instant::now() + timeout;
+    let mut buffer = vec![0u8; MAX_HELLO];
+    let mut seen = 0;
+    loop {
+        let peeked = tokio::time::timeout_at(deadline, stream.peek(&mut buffer))
+            .await
+            .ok()?
+            .ok()?;
+        if peeked == 0 {
+            return None;
+        }
+        if peeked > seen {
+            seen = peeked;
+            match parse(&buffer[..peeked]) {
+                Hello::Named(name) => return Some(name),
+                Hello::Unnamed | Hello::NotTls => return None,
+                Hello::Partial if peeked == buffer.len() => return None,
+                Hello::Partial => {}
+            }
+        }
+        // Part of a ClientHello is here: the rest follows (peek would return at once).
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// What the bytes so far are.
+#[derive(Debug, PartialEq, Eq)]
+enum Hello {
+    /// A ClientHello naming this server.
+    Named(String),
+    /// A ClientHello without a server name.
+    Unnamed,
+    /// The start of a ClientHello.
+    Partial,
+    /// Not TLS, or not a ClientHello rustls accepts.
+    NotTls,
+}
+
+fn parse(mut bytes: &[u8]) -> Hello {
+    let mut acceptor = rustls::server::Acceptor::default();
+    while !bytes.is_empty() {
+        match acceptor.read_tls(&mut bytes) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(_) => return Hello::NotTls,
+        }
+    }
+    match acceptor.accept() {
+        Ok(Some(accepted)) => match accepted.client_hello().server_name() {
+            Some(name) => Hello::Named(name.to_owned()),
+            None => Hello::Unnamed,
+        },
+        Ok(None) => Hello::Partial,
+        Err(_) => Hello::NotTls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real ClientHello, as rustls's client writes it for `name`.
+    fn client_hello(name: &str) -> Vec<u8> {
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let server = rustls_pki_types::ServerName::try_from(name.to_owned()).unwrap();
+        let mut client =
+            rustls::ClientConnection::new(std::sync::Arc::new(config), server).unwrap();
+        let mut bytes = Vec::new();
+        client.write_tls(&mut bytes).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn a_client_hello_gives_its_server_name_and_only_a_whole_one_does() {
+        let hello = client_hello("api.example.com");
+        assert_eq!(parse(&hello), Hello::Named("api.example.com".into()));
+        // Cut anywhere, it is the start of one: nothing is decided on a part.
+        for cut in [1, 5, 6, hello.len() / 2, hello.len() - 1] {
+            assert_eq!(parse(&hello[..cut]), Hello::Partial, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_address_or_plain_text_names_nothing() {
+        // rustls sends no SNI for an IP address.
+        assert_eq!(parse(&client_hello("127.0.0.1")), Hello::Unnamed);
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n"),
+            Hello::NotTls
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hello_sent_in_pieces_is_read_whole_and_left_unread() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let hello = client_hello("api.example.com");
+        let sent = hello.clone();
+        let client = tokio::spawn(async move {
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            stream.set_nodelay(true).unwrap();
+            let (first, rest) = sent.split_at(7);
+            stream.write_all(first).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            stream.write_all(rest).await.unwrap();
+            stream
+        });
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let name = server_name(&stream, Duration::from_secs(5)).await;
+        assert_eq!(name.as_deref(), Some("api.example.com"));
+        // Nothing was consumed: the handshake still starts at the first byte.
+        let mut read = vec![0u8; hello.len()];
+        stream.read_exact(&mut read).await.unwrap();
+        assert_eq!(read, hello);
+        drop(client.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_silent_connection_is_given_up_on_at_the_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let _client = TcpStream::connect(address).await.unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        let name = server_name(&stream, Duration::from_millis(50)).await;
+        assert_eq!(name, None);
+    }
+}
