@@ -64,6 +64,7 @@ pub enum StartError {
 /// A running proxy.
 pub struct Proxy {
     addr: SocketAddr,
+    transparent: Option<SocketAddr>,
     run_id: String,
     ca: Arc<RunCa>,
     placeholders: Placeholders,
@@ -118,6 +119,12 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         addr: config.listen,
         source,
     })?;
+    let transparent = config
+        .transparent
+        .as_ref()
+        .map(std::net::TcpListener::local_addr)
+        .transpose()
+        .map_err(StartError::Worker)?;
     // Every free-text field of every event goes through the guard, so a value in a host
     // label or a path segment is written as its placeholder.
     let redactor = {
@@ -147,7 +154,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     let upstream = Upstream::new(UpstreamConfig {
         pins,
         allow_ips: Arc::new(move |ip| allow_policy.ip_allowed(ip)),
-        own_listeners: vec![addr],
+        own_listeners: std::iter::once(addr).chain(transparent).collect(),
         extra_roots: config.upstream_ca,
         timeouts: config.timeouts,
     })?;
@@ -180,6 +187,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     };
     Ok(Proxy {
         addr,
+        transparent,
         run_id,
         ca,
         placeholders,
@@ -280,6 +288,11 @@ impl Proxy {
     pub fn proxy_url(&self) -> String {
         let c = &self.shared.credentials;
         format!("http://{}:{}@{}", c.user(), c.token(), self.addr)
+    }
+
+    /// The capture listener's address (`serve --transparent`, the jail's), if there is one.
+    pub fn transparent_addr(&self) -> Option<SocketAddr> {
+        self.transparent
     }
 
     /// The proxy URL without the token, safe to print.

@@ -122,6 +122,11 @@ pub(crate) struct ServeArgs {
     /// Write the audit log here instead of RUN_DIR/audit.jsonl.
     #[arg(long)]
     pub(crate) audit_log: Option<PathBuf>,
+    /// Also take connections the platform redirected here (nftables/iptables `REDIRECT`
+    /// in the sandbox's network namespace, e.g. a Kubernetes init container's rules; see
+    /// docs/kubernetes.md): each is named by its TLS server name and served as a CONNECT.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) transparent: Option<SocketAddr>,
 }
 
 /// What `run` and `serve` both take: the declaration, and how upstreams are reached.

@@ -2,8 +2,9 @@
 //!
 //! Writes what a sandbox needs into the run directory (created 0700): `ca.pem`, `proxy-url`
 //! (0600: it holds the run's proxy token), `placeholders.env`, and `audit.jsonl` unless
-//! `--audit-log` says elsewhere. Prints the proxy URL without its token. Runs until SIGTERM
-//! or SIGINT, then drains, flushes the audit log and exits 0.
+//! `--audit-log` says elsewhere. Prints the proxy URL without its token (and, with
+//! `--transparent`, the capture address). Runs until SIGTERM or SIGINT, then drains, flushes
+//! the audit log and exits 0.
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -35,6 +36,15 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     config.upstream_ca = args.proxy.upstream_ca.clone();
     config.workers = default_workers();
     config.resolve = args.proxy.pins();
+    if let Some(address) = args.transparent {
+        match std::net::TcpListener::bind(address) {
+            Ok(listener) => config.transparent = Some(listener),
+            Err(error) => {
+                eprintln!("sluice serve: --transparent {address}: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let Some(runtime) = super::runtime("serve") else {
         return ExitCode::FAILURE;
     };
@@ -52,6 +62,9 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
         println!("{}", proxy.proxy_url_without_token());
+        if let Some(address) = proxy.transparent_addr() {
+            println!("transparent capture on {address}");
+        }
         wait_for_signal().await;
         tracing::info!("signal received: draining");
         match proxy.shutdown().await {
