@@ -25,6 +25,7 @@ use clap::{Args, Parser, Subcommand};
 mod child;
 mod error;
 mod harness;
+mod jail;
 mod listen;
 mod load;
 mod pki;
@@ -60,6 +61,10 @@ enum Role {
     /// sluice, from the library (started by the harness).
     #[command(hide = true)]
     Sluice(sluice_peer::SluiceArgs),
+    /// What the jail costs: the transparent path against the explicit one (requests/s and
+    /// CPU per request at 16 connections), and `sluice run -- true` start-up with the jail
+    /// against `--no-jail`.
+    Jail(jail::JailArgs),
     /// A soak: sluice under mixed load and upstream faults for `--secs`, checking that it
     /// never panics or leaks the secret and that its memory and descriptors stay flat.
     Soak(soak::SoakArgs),
@@ -201,6 +206,7 @@ fn main() -> ExitCode {
         Some(Role::Upstream(args)) => upstream::run(args).map(|()| ExitCode::SUCCESS),
         Some(Role::Sluice(args)) => sluice_peer::run(args).map(|()| ExitCode::SUCCESS),
         Some(Role::Soak(args)) => soak::run(args),
+        Some(Role::Jail(args)) => jail::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

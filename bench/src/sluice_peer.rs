@@ -102,6 +102,10 @@ pub(crate) struct SluiceArgs {
     /// soak can watch what sluice says.
     #[arg(long, value_name = "FILTER")]
     pub(crate) log: Option<String>,
+    /// Also take redirected connections here, as `sluice serve --transparent` does (the
+    /// jail benchmark).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) transparent: Option<SocketAddr>,
 }
 
 /// Runs sluice until stdin closes, then shuts it down (drain, audit log flushed).
@@ -146,6 +150,11 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
         .chain(args.pins.iter().map(String::as_str))
         .map(|host| (host.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST)))
         .collect();
+    if let Some(address) = args.transparent {
+        let listener = std::net::TcpListener::bind(address)
+            .map_err(|e| BenchError::peer("sluice", format!("--transparent {address}: {e}")))?;
+        config.transparent = Some(listener);
+    }
     // The runtime `sluice serve` builds: multi-threaded, one worker per core.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

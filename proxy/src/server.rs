@@ -175,15 +175,29 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         shutdown: shutdown.clone(),
     });
     tracing::info!(%addr, run_id, "sluice listening; fail-closed: unknown hosts and blocked addresses are refused");
-    start_jail_services(config.transparent, config.dns, &shared, &shutdown)?;
+    let names = Arc::new(crate::transparent::names::Names::default());
+    if let Some(socket) = config.dns {
+        start_resolver(socket, names.clone(), &shared, &shutdown)?;
+    }
+    let capture = config.transparent.map(|listener| (listener, names));
     let accepting = if config.workers == 0 {
+        if let Some((listener, names)) = capture {
+            listener.set_nonblocking(true).map_err(StartError::Worker)?;
+            let listener = TcpListener::from_std(listener).map_err(StartError::Worker)?;
+            tokio::spawn(crate::transparent::serve(
+                listener,
+                names,
+                shared.clone(),
+                shutdown.clone(),
+            ));
+        }
         Accepting::Task(tokio::spawn(crate::listen::serve(
             listener,
             shared.clone(),
             shutdown,
         )))
     } else {
-        start_workers(config.workers, listener, &shared, &shutdown)?
+        start_workers(config.workers, listener, capture, &shared, &shutdown)?
     };
     Ok(Proxy {
         addr,
@@ -197,35 +211,22 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     })
 }
 
-/// The jail's capture listener and resolver, on the runtime that calls [`start`], sharing
-/// one name map.
-fn start_jail_services(
-    transparent: Option<std::net::TcpListener>,
-    dns: Option<std::net::UdpSocket>,
+/// The jail's resolver, on the runtime that calls [`start`], sharing the name map with the
+/// capture listener.
+fn start_resolver(
+    socket: std::net::UdpSocket,
+    names: Arc<crate::transparent::names::Names>,
     shared: &Arc<Shared>,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<(), StartError> {
-    let names = Arc::new(crate::transparent::names::Names::default());
-    if let Some(listener) = transparent {
-        listener.set_nonblocking(true).map_err(StartError::Worker)?;
-        let listener = TcpListener::from_std(listener).map_err(StartError::Worker)?;
-        tokio::spawn(crate::transparent::serve(
-            listener,
-            names.clone(),
-            shared.clone(),
-            shutdown.clone(),
-        ));
-    }
-    if let Some(socket) = dns {
-        socket.set_nonblocking(true).map_err(StartError::Worker)?;
-        let socket = tokio::net::UdpSocket::from_std(socket).map_err(StartError::Worker)?;
-        tokio::spawn(crate::transparent::dns::serve(
-            socket,
-            names,
-            shared.clone(),
-            shutdown.clone(),
-        ));
-    }
+    socket.set_nonblocking(true).map_err(StartError::Worker)?;
+    let socket = tokio::net::UdpSocket::from_std(socket).map_err(StartError::Worker)?;
+    tokio::spawn(crate::transparent::dns::serve(
+        socket,
+        names,
+        shared.clone(),
+        shutdown.clone(),
+    ));
     Ok(())
 }
 
@@ -238,14 +239,25 @@ const WORKER_SHUTDOWN: Duration = Duration::from_secs(1);
 fn start_workers(
     count: usize,
     listener: TcpListener,
+    capture: Option<(std::net::TcpListener, Arc<crate::transparent::names::Names>)>,
     shared: &Shared,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Accepting, StartError> {
     let listener = listener.into_std().map_err(StartError::Worker)?;
+    if let Some((capture, _)) = &capture {
+        capture.set_nonblocking(true).map_err(StartError::Worker)?;
+    }
     let (release, released) = watch::channel(false);
     let mut threads = Vec::with_capacity(count);
     for index in 0..count {
         let listener = listener.try_clone().map_err(StartError::Worker)?;
+        let capture = match &capture {
+            Some((capture, names)) => Some((
+                capture.try_clone().map_err(StartError::Worker)?,
+                names.clone(),
+            )),
+            None => None,
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -257,9 +269,27 @@ fn start_workers(
             .name(format!("sluice-worker-{index}"))
             .spawn(move || {
                 runtime.block_on(async move {
+                    // The capture listener too, on the same worker and its upstream pools:
+                    // a captured connection costs what a CONNECT does.
+                    let captured =
+                        capture.and_then(|(capture, names)| match TcpListener::from_std(capture) {
+                            Ok(capture) => Some(tokio::spawn(crate::transparent::serve(
+                                capture,
+                                names,
+                                shared.clone(),
+                                shutdown.clone(),
+                            ))),
+                            Err(error) => {
+                                tracing::error!(%error, "worker cannot accept (transparent)");
+                                None
+                            }
+                        });
                     match TcpListener::from_std(listener) {
                         Ok(listener) => crate::listen::serve(listener, shared, shutdown).await,
                         Err(error) => tracing::error!(%error, "worker cannot accept"),
+                    }
+                    if let Some(captured) = captured {
+                        let _ = captured.await;
                     }
                     until_stopped(&mut released).await;
                 });
