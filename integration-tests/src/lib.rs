@@ -26,6 +26,16 @@ pub use proxy::TestProxy;
 pub use served::ServedUpstream;
 pub use upstream::{Recorded, RecordingUpstream};
 
+/// Whether the tests run as root (CI does).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(|uid| uid == "0"))
+        .unwrap_or(false)
+}
+
 /// The `sluice` binary of this build. `cargo test --workspace` builds it (the proxy's own
 /// tests need it); a lone `cargo test -p sluice-integration-tests` may not.
 pub fn sluice_bin() -> std::path::PathBuf {

@@ -451,7 +451,7 @@ fn the_command_cannot_read_sluices_environment_or_memory() {
     let seen = dir.path().join("seen.txt");
     let script =
         "cat /proc/$PPID/environ > \"$0\" 2>&1; head -c 64 /proc/$PPID/mem >> \"$0\" 2>&1; true";
-    let root = nix_is_root();
+    let root = sluice_integration_tests::is_root();
     // Outside the jail sluice's non-dumpable flag guards it; inside, the PID namespace as well
     // (`$PPID` is the jail's init there, which is non-dumpable too).
     for jail in [&[][..], &["--no-jail"][..]] {
@@ -483,16 +483,6 @@ fn the_command_cannot_read_sluices_environment_or_memory() {
         assert!(!seen.contains(TOKEN), "{seen}");
         assert!(seen.contains("Permission denied"), "{seen}");
     }
-}
-
-/// Whether the tests run as root (CI does).
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(|uid| uid == "0"))
-        .unwrap_or(false)
 }
 
 #[test]

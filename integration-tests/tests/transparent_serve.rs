@@ -35,18 +35,9 @@ fn documented_rules() -> String {
     rules
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(|uid| uid == "0"))
-        .unwrap_or(false)
-}
-
 #[test]
 fn a_client_that_knows_nothing_of_the_proxy_is_captured_by_the_documented_rules() {
-    if !is_root() {
+    if !sluice_integration_tests::is_root() {
         eprintln!("skipped: needs root to give sluice a group of its own (CI runs as root)");
         return;
     }

@@ -65,11 +65,28 @@ pub(crate) fn send_ready(
 /// Receives the helper's first message and the descriptors that came with it.
 pub(crate) fn receive_ready(stream: &UnixStream) -> std::io::Result<(Ready, Vec<OwnedFd>)> {
     let mut bytes = vec![0u8; 4096];
+    let (received, fds) = receive_with_fds(stream, &mut bytes)?;
+    if received == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the jail helper ended before it was ready",
+        ));
+    }
+    let ready = serde_json::from_slice(&bytes[..received]).map_err(std::io::Error::other)?;
+    Ok((ready, fds))
+}
+
+/// Reads into `bytes` with up to three descriptors riding along (close-on-exec); how many
+/// bytes came, and the descriptors.
+fn receive_with_fds(
+    stream: &UnixStream,
+    bytes: &mut [u8],
+) -> std::io::Result<(usize, Vec<OwnedFd>)> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let received = rustix::net::recvmsg(
         stream,
-        &mut [IoSliceMut::new(&mut bytes)],
+        &mut [IoSliceMut::new(bytes)],
         &mut control,
         RecvFlags::CMSG_CLOEXEC,
     )?;
@@ -79,14 +96,7 @@ pub(crate) fn receive_ready(stream: &UnixStream) -> std::io::Result<(Ready, Vec<
             fds.extend(rights);
         }
     }
-    if received.bytes == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the jail helper ended before it was ready",
-        ));
-    }
-    let ready = serde_json::from_slice(&bytes[..received.bytes]).map_err(std::io::Error::other)?;
-    Ok((ready, fds))
+    Ok((received.bytes, fds))
 }
 
 /// Sends what to run, and closes sluice's side for writing (the end of the message).
@@ -149,21 +159,8 @@ pub(crate) fn send_handover(
 /// Receives what to run and its two descriptors ([`send_handover`]).
 pub(crate) fn receive_handover(mut stream: &UnixStream) -> std::io::Result<(Launch, [OwnedFd; 2])> {
     let mut length = [0u8; 8];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let received = rustix::net::recvmsg(
-        stream,
-        &mut [IoSliceMut::new(&mut length)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )?;
-    let mut fds = Vec::new();
-    for message in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(rights) = message {
-            fds.extend(rights);
-        }
-    }
-    stream.read_exact(&mut length[received.bytes..])?;
+    let (received, fds) = receive_with_fds(stream, &mut length)?;
+    stream.read_exact(&mut length[received..])?;
     let fds: [OwnedFd; 2] = fds
         .try_into()
         .map_err(|_| std::io::Error::other("the jail's init got the wrong descriptors"))?;
