@@ -15,7 +15,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_policies::{Diagnostic, Location, Policy, Sink};
+use sluice_policies::{Diagnostic, Location, Policy, Severity, Sink};
 
 const FILE: &str = "fuzz.yaml";
 
@@ -53,10 +53,11 @@ fn check_position(diagnostic: &Diagnostic, lines: &[u64]) {
         "column {column} outside line {line} of {width} characters: {diagnostic}"
     );
     let shown = diagnostic.to_string();
-    let severity = if diagnostic.is_error() {
-        "error"
-    } else {
-        "warning"
+    // Errors, warnings and notes each say which they are, in the same place.
+    let severity = match diagnostic.severity() {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Note => "note",
     };
     assert!(
         shown.starts_with(&format!("{FILE}:{line}:{column}: {severity}: ")),
