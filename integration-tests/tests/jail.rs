@@ -187,6 +187,63 @@ for name in ("api.test", "other.test", os.environ["API_TOKEN"].lower() + ".api.t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jdk_http_client_trusts_the_run_ca_through_cacerts_and_is_captured() {
+    let pki = TestPki::new();
+    let upstream =
+        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = upstream.port();
+    // The JDK reads no proxy variable and no CA variable: it trusts its `cacerts`, which
+    // the jail makes the run's, and connects directly, which the jail captures.
+    let java = format!(
+        r#"import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+
+public class Fetch {{
+    public static void main(String[] args) throws Exception {{
+        HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        for (String host : new String[] {{"api.test", "other.test"}}) {{
+            HttpRequest request = HttpRequest.newBuilder(URI.create("https://" + host + ":{port}/jdk"))
+                .header("Authorization", "Bearer " + System.getenv("API_TOKEN"))
+                .build();
+            HttpResponse<String> response = client.send(request, HttpResponse.BodyHandlers.ofString());
+            System.out.println(host + " " + response.statusCode() + " "
+                + response.headers().firstValue("sluice-error").orElse("none"));
+        }}
+    }}
+}}
+"#
+    );
+    std::fs::write(dir.path().join("Fetch.java"), java).unwrap();
+    let script = format!("unset {PROXY_AND_CA} JAVA_TOOL_OPTIONS; java Fetch.java");
+    let dir_path = dir.path().to_owned();
+    let ca = pki.ca_path();
+    let out = tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], &script))
+        .await
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    for line in [
+        "api.test 200 none",
+        "other.test 403 placeholder-not-granted",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in {stdout}");
+    }
+    let records = upstream.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_else_leaves_the_jail() {
     let pki = TestPki::new();
     let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;

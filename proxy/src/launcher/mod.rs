@@ -292,6 +292,17 @@ async fn start_command(
         .map(|system| (trust::bundle_path(run_dir), PathBuf::from(system)))
         .collect();
     binds.push((resolv, PathBuf::from("/etc/resolv.conf")));
+    // The JDK reads neither the CA variables nor PEM: its `cacerts` becomes the run's.
+    let jvm_stores = trust::jvm_stores();
+    if !jvm_stores.is_empty() {
+        match trust::write_jvm_store(run_dir) {
+            Ok(store) => binds.extend(jvm_stores.into_iter().map(|target| (store.clone(), target))),
+            Err(error) => {
+                helper.abandon().await;
+                return Err(LaunchError::RunDir(error));
+            }
+        }
+    }
     let launch = Launch {
         argv: std::iter::once(program)
             .chain(args)

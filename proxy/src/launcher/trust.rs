@@ -3,6 +3,10 @@
 //! CA bundle or directory ([`sluice_policies::launcher_env`], shared with the declaration's
 //! check that no secret takes one), pointed at them.
 //!
+//! In the jail, the JVM's trust store too: the run bundle as a Java keystore
+//! ([`write_jvm_store`]), bound over each `cacerts` the system has, since the JDK reads
+//! neither the CA variables nor PEM.
+//!
 //! The variables win over inherited ones: an operator's environment that already points
 //! gRPC, gcloud or Nix at the system roots (as many CI images do) would otherwise leave
 //! those clients refusing the run CA. What it must never do: leave an inherited trust
@@ -11,6 +15,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rustls_pki_types::pem::PemObject;
 use sluice_policies::launcher_env::{CA_BUNDLE_VARIABLES, CA_DIRECTORY_VARIABLES};
 
 /// Where the system's CA bundle may live, first found wins; the sandbox's bundle is the run
@@ -21,6 +26,17 @@ pub(super) const SYSTEM_BUNDLES: [&str; 4] = [
     "/etc/ssl/cert.pem",
     "/etc/ssl/ca-bundle.pem",
 ];
+
+/// Where the JVM's system trust store (`cacerts`) may live: the distributions' shared
+/// stores, and each JDK's own under `/usr/lib/jvm` (often a link to the shared one).
+const JVM_STORES: [&str; 2] = [
+    "/etc/ssl/certs/java/cacerts",
+    "/etc/pki/ca-trust/extracted/java/cacerts",
+];
+
+/// The keystore password the JDK's `cacerts` is known by. A JKS password guards only the
+/// store's integrity check; the JDK reads the certificates of a trust store without it.
+const JVM_STORE_PASSWORD: &[u8] = b"changeit";
 
 /// Where the system's hashed certificate directory may live, first found wins.
 const SYSTEM_DIRECTORIES: [&str; 2] = ["/etc/ssl/certs", "/etc/pki/tls/certs"];
@@ -85,6 +101,61 @@ fn write_bundle(run_dir: &Path, ca_pem: &str) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+/// Every JVM trust store on this system, each once (links resolved).
+pub(super) fn jvm_stores() -> Vec<PathBuf> {
+    let jdks = std::fs::read_dir("/usr/lib/jvm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|jdk| jdk.path().join("lib/security/cacerts"));
+    let mut stores: Vec<PathBuf> = JVM_STORES
+        .iter()
+        .map(PathBuf::from)
+        .chain(jdks)
+        .filter_map(|path| path.canonicalize().ok())
+        .filter(|path| path.is_file())
+        .collect();
+    stores.sort();
+    stores.dedup();
+    stores
+}
+
+/// The run bundle (the run CA, then the system roots) as a Java keystore of trusted
+/// certificates, `cacerts` in the run directory.
+pub(super) fn write_jvm_store(run_dir: &Path) -> io::Result<PathBuf> {
+    let bundle = std::fs::read(bundle_path(run_dir))?;
+    let mut store = jks::KeyStore::new();
+    let now = std::time::SystemTime::now();
+    for (index, certificate) in rustls_pki_types::CertificateDer::pem_slice_iter(&bundle)
+        .flatten()
+        .enumerate()
+    {
+        // The run CA comes first in the bundle.
+        let alias = if index == 0 {
+            "sluice-run-ca".to_owned()
+        } else {
+            format!("system-{index}")
+        };
+        let entry = jks::TrustedCertificateEntry {
+            creation_time: now,
+            certificate: jks::Certificate {
+                cert_type: "X.509".into(),
+                content: certificate.to_vec(),
+            },
+        };
+        store
+            .set_trusted_certificate_entry(&alias, entry)
+            .map_err(io::Error::other)?;
+    }
+    let mut bytes = Vec::new();
+    store
+        .store(&mut bytes, JVM_STORE_PASSWORD)
+        .map_err(io::Error::other)?;
+    let path = run_dir.join("cacerts");
+    crate::files::write_new(&path, &bytes, 0o644)?;
+    Ok(path)
+}
+
 /// A hashed certificate directory: a link to each hashed entry of the system's own
 /// directory, and the run CA as `<hash>.N`, N the first index the system does not use.
 fn write_directory(run_dir: &Path, ca_pem: &str, subject_hash: &str) -> io::Result<PathBuf> {
@@ -131,6 +202,29 @@ fn is_hashed_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_jvm_store_holds_the_run_ca_first_then_every_system_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = rcgen::generate_simple_self_signed(vec!["sluice run CA".into()]).unwrap();
+        let other = rcgen::generate_simple_self_signed(vec!["a system root".into()]).unwrap();
+        std::fs::write(
+            bundle_path(dir.path()),
+            format!("{}\n{}", ca.cert.pem(), other.cert.pem()),
+        )
+        .unwrap();
+        let path = write_jvm_store(dir.path()).unwrap();
+        // Read back (the jail's tests have the JDK itself read it).
+        let mut store = jks::KeyStore::new();
+        store
+            .load(std::fs::File::open(&path).unwrap(), JVM_STORE_PASSWORD)
+            .unwrap();
+        let run_ca = store
+            .get_trusted_certificate_entry("sluice-run-ca")
+            .expect("the run CA");
+        assert_eq!(run_ca.certificate.content, ca.cert.der().to_vec());
+        assert!(store.get_trusted_certificate_entry("system-1").is_ok());
+    }
 
     #[test]
     fn hashed_names_are_recognised_and_other_files_are_not() {
