@@ -58,6 +58,34 @@ fn run_jailed(dir: &Path, ca: &Path, extra: &[&str], script: &str) -> Output {
         .expect("sluice runs")
 }
 
+/// [`run_jailed`] of `script` off the runtime's threads (the test's upstreams run on them);
+/// its stdout, once it has exited 0.
+async fn jailed_stdout(dir: &Path, ca: &Path, script: &str) -> String {
+    let (dir, ca, script) = (dir.to_owned(), ca.to_owned(), script.to_owned());
+    let out = tokio::task::spawn_blocking(move || run_jailed(&dir, &ca, &[], &script))
+        .await
+        .unwrap();
+    succeeded(&out)
+}
+
+/// The stdout of a run that must have exited 0.
+fn succeeded(out: &Output) -> String {
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    stdout
+}
+
+/// Asserts that each of `lines` is in `stdout`.
+fn assert_lines(stdout: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(stdout.contains(line), "{line:?} not in {stdout}");
+    }
+}
+
 fn audit(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default()
 }
@@ -92,25 +120,16 @@ for host in ("api.test", "other.test"):
     std::fs::write(dir.path().join("client.py"), python).unwrap();
     std::fs::write(dir.path().join("client.js"), node).unwrap();
     let script = format!("unset {PROXY_AND_CA}; python3 client.py && node client.js");
-    let dir_path = dir.path().to_owned();
-    let ca = pki.ca_path();
-    let out = tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], &script))
-        .await
-        .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        text(&out.stderr)
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
+    assert_lines(
+        &stdout,
+        &[
+            "api.test 200 None",
+            "other.test 403 placeholder-not-granted",
+            "api.test 200 null",
+            "other.test 403 placeholder-not-granted",
+        ],
     );
-    for line in [
-        "api.test 200 None",
-        "other.test 403 placeholder-not-granted",
-        "api.test 200 null",
-        "other.test 403 placeholder-not-granted",
-    ] {
-        assert!(stdout.contains(line), "{line:?} not in {stdout}");
-    }
     // What the upstream received: the real token, toward api.test only, from both clients.
     let records = upstream.records();
     assert_eq!(records.len(), 2, "{records:?}");
@@ -156,25 +175,16 @@ for name in ("api.test", "other.test", os.environ["API_TOKEN"].lower() + ".api.t
     );
     std::fs::write(dir.path().join("sni.py"), python).unwrap();
     let script = format!("unset {PROXY_AND_CA}; python3 sni.py");
-    let dir_path = dir.path().to_owned();
-    let ca = pki.ca_path();
-    let out = tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], &script))
-        .await
-        .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        text(&out.stderr)
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
+    assert_lines(
+        &stdout,
+        &[
+            "sni api.test HTTP/1.1 200 OK",
+            "sni other.test HTTP/1.1 403 Forbidden",
+            // A server name spelling the placeholder goes nowhere.
+            "sni sluice_api failed",
+        ],
     );
-    for line in [
-        "sni api.test HTTP/1.1 200 OK",
-        "sni other.test HTTP/1.1 403 Forbidden",
-        // A server name spelling the placeholder goes nowhere.
-        "sni sluice_api failed",
-    ] {
-        assert!(stdout.contains(line), "{line:?} not in {stdout}");
-    }
     let records = upstream.records();
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(
@@ -218,23 +228,14 @@ public class Fetch {{
     );
     std::fs::write(dir.path().join("Fetch.java"), java).unwrap();
     let script = format!("unset {PROXY_AND_CA} JAVA_TOOL_OPTIONS; java Fetch.java");
-    let dir_path = dir.path().to_owned();
-    let ca = pki.ca_path();
-    let out = tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], &script))
-        .await
-        .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        text(&out.stderr)
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
+    assert_lines(
+        &stdout,
+        &[
+            "api.test 200 none",
+            "other.test 403 placeholder-not-granted",
+        ],
     );
-    for line in [
-        "api.test 200 none",
-        "other.test 403 placeholder-not-granted",
-    ] {
-        assert!(stdout.contains(line), "{line:?} not in {stdout}");
-    }
     let records = upstream.records();
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(
@@ -298,21 +299,17 @@ print("undeclared", get("127.0.0.2", "evil.test", "/"))
     );
     server.kill().unwrap();
     let _ = server.wait();
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        text(&out.stderr)
+    let stdout = succeeded(&out);
+    assert_lines(
+        &stdout,
+        &[
+            // (python's http.server answers in HTTP/1.0, passed back as it is.)
+            "named HTTP/1.0 200 OK plain-body-from-the-host",
+            "by-host HTTP/1.0 200 OK plain-body-from-the-host",
+            "placeholder HTTP/1.1 403 Forbidden sluice-error: placeholder-not-granted",
+            "undeclared HTTP/1.1 403 Forbidden sluice-error: host-not-allowed",
+        ],
     );
-    for line in [
-        // (python's http.server answers in HTTP/1.0, passed back as it is.)
-        "named HTTP/1.0 200 OK plain-body-from-the-host",
-        "by-host HTTP/1.0 200 OK plain-body-from-the-host",
-        "placeholder HTTP/1.1 403 Forbidden sluice-error: placeholder-not-granted",
-        "undeclared HTTP/1.1 403 Forbidden sluice-error: host-not-allowed",
-    ] {
-        assert!(stdout.contains(line), "{line:?} not in {stdout}");
-    }
     // The refused request never reached the server.
     let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
     assert!(!log.contains("/leak"), "{log}");
@@ -358,28 +355,18 @@ except OSError as e:
 "#
     );
     std::fs::write(dir.path().join("probe.py"), python).unwrap();
-    let dir_path = dir.path().to_owned();
-    let ca = pki.ca_path();
-    let out =
-        tokio::task::spawn_blocking(move || run_jailed(&dir_path, &ca, &[], "python3 probe.py"))
-            .await
-            .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        text(&out.stderr)
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), "python3 probe.py").await;
+    assert_lines(
+        &stdout,
+        &[
+            "tcp-host-loopback failed ConnectionRefusedError",
+            "udp sent",
+            "dns-undeclared failed gaierror",
+            "dns-declared reached",
+            "unmapped-plain HTTP/1.0 400 Bad Request",
+            "unmapped-tls closed",
+        ],
     );
-    for line in [
-        "tcp-host-loopback failed ConnectionRefusedError",
-        "udp sent",
-        "dns-undeclared failed gaierror",
-        "dns-declared reached",
-        "unmapped-plain HTTP/1.0 400 Bad Request",
-        "unmapped-tls closed",
-    ] {
-        assert!(stdout.contains(line), "{line:?} not in {stdout}");
-    }
     assert_eq!(
         upstream.connections(),
         0,
