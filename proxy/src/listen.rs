@@ -25,8 +25,29 @@ use crate::{connect, forward};
 pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    let serving = shared.clone();
+    let drained = shutdown.clone();
+    accept(listener, &shared, shutdown, "", move |stream, slot| {
+        serve_client(stream, serving.clone(), slot, drained.clone())
+    })
+    .await;
+}
+
+/// Accepts on `listener` until `shutdown`, within the connection limit, and hands each
+/// connection with its slot to `serve` on a task of its own: the proxy's listener and the
+/// capture listener (`what` names it in the log) alike.
+pub(crate) async fn accept<F, Fut>(
+    listener: TcpListener,
+    shared: &Shared,
+    mut shutdown: watch::Receiver<bool>,
+    what: &'static str,
+    serve: F,
+) where
+    F: Fn(TcpStream, ConnSlot) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         let accepted = tokio::select! {
             () = until_stopped(&mut shutdown) => return,
@@ -36,21 +57,28 @@ pub(crate) async fn serve(
             Ok(pair) => pair,
             Err(error) => {
                 // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(%error, "accept failed");
+                tracing::warn!(%error, what, "accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
         };
         let Ok(permit) = shared.connections.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, limit = shared.limits.max_connections, "connection limit reached; closing");
+            tracing::warn!(%peer, what, limit = shared.limits.max_connections, "connection limit reached; closing");
             continue;
         };
-        let shared = shared.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            serve_client(stream, shared, Arc::new(permit), shutdown).await;
-        });
+        tokio::spawn(serve(stream, Arc::new(permit)));
     }
+}
+
+/// The HTTP/1.1 server every client connection is served with, with the listener's limits
+/// (the head's read timeout and size): the proxy's own and a captured one in the clear.
+pub(crate) fn http1_server(limits: &crate::config::Limits) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes);
+    builder
 }
 
 async fn serve_client(
@@ -69,10 +97,7 @@ async fn serve_client(
             async move { Ok::<_, Infallible>(route(request, shared, slot).await) }
         })
     };
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.limits.header_read_timeout)
-        .max_buf_size(shared.limits.max_header_bytes)
+    let conn = http1_server(&shared.limits)
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();
     serve_until_stopped(conn, shutdown, "client").await;

@@ -29,42 +29,29 @@ use crate::audit::EventKind;
 use crate::authority::Target;
 use crate::exchange::Exchange;
 use crate::rewrite::request::check_authority;
-use crate::shared::{ConnSlot, Shared, until_stopped};
+use crate::shared::{ConnSlot, Shared};
 use names::Names;
 use sni::Hello;
 
-/// Accepts redirected connections until `shutdown`.
+/// Accepts redirected connections until `shutdown`, as the proxy's listener accepts.
 pub(crate) async fn serve(
     listener: TcpListener,
     names: Arc<Names>,
     shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            () = until_stopped(&mut shutdown) => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                tracing::warn!(%error, "accept failed (transparent)");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = shared.connections.clone().try_acquire_owned() else {
-            tracing::warn!(
-                limit = shared.limits.max_connections,
-                "connection limit reached; closing"
-            );
-            continue;
-        };
-        let (names, shared) = (names.clone(), shared.clone());
-        tokio::spawn(async move {
-            serve_captured(stream, &names, shared, Arc::new(permit)).await;
-        });
-    }
+    let serving = shared.clone();
+    crate::listen::accept(
+        listener,
+        &shared,
+        shutdown,
+        "transparent",
+        move |stream, slot| {
+            let (names, shared) = (names.clone(), serving.clone());
+            async move { serve_captured(stream, &names, shared, slot).await }
+        },
+    )
+    .await;
 }
 
 /// One captured connection: its name, the egress decision, then the CONNECT path.

@@ -13,9 +13,8 @@ use std::sync::Arc;
 use http::header::HOST;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::body::Body;
@@ -42,10 +41,7 @@ pub(crate) async fn serve(
             async move { Ok::<_, Infallible>(one(request, name.as_deref(), port, shared).await) }
         })
     };
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.limits.header_read_timeout)
-        .max_buf_size(shared.limits.max_header_bytes)
+    let conn = crate::listen::http1_server(&shared.limits)
         .serve_connection(TokioIo::new(stream), service)
         // As the proxy's listener serves it (no upgrade happens in the clear: its headers
         // are stripped).

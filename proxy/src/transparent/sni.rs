@@ -15,11 +15,15 @@ use tokio::time::Instant;
 /// post-quantum key shares included).
 const MAX_HELLO: usize = 64 * 1024;
 
+/// What is peeked first: a ClientHello with post-quantum key shares is under 2 KiB.
+const FIRST_PEEK: usize = 4 * 1024;
+
 /// What waits on `stream`: a ClientHello (naming a server or not), something else (a
 /// plain request), or nothing within `timeout`.
 pub(crate) async fn client_hello(stream: &TcpStream, timeout: Duration) -> Hello {
     let deadline = Instant::now() + timeout;
-    let mut buffer = vec![0u8; MAX_HELLO];
+    // Most ClientHellos fit the first size; the buffer grows only for one that does not.
+    let mut buffer = vec![0u8; FIRST_PEEK];
     let mut seen = 0;
     loop {
         let peeked = match tokio::time::timeout_at(deadline, stream.peek(&mut buffer)).await {
@@ -29,7 +33,11 @@ pub(crate) async fn client_hello(stream: &TcpStream, timeout: Duration) -> Hello
         if peeked > seen {
             seen = peeked;
             match parse(&buffer[..peeked]) {
-                Hello::Partial if peeked == buffer.len() => return Hello::NotTls,
+                Hello::Partial if peeked == MAX_HELLO => return Hello::NotTls,
+                Hello::Partial if peeked == buffer.len() => {
+                    buffer.resize((buffer.len() * 2).min(MAX_HELLO), 0);
+                    continue;
+                }
                 Hello::Partial => {}
                 decided => return decided,
             }
@@ -82,12 +90,19 @@ mod tests {
 
     /// A real ClientHello, as rustls's client writes it for `name`.
     fn hello_bytes(name: &str) -> Vec<u8> {
+        hello_bytes_with(name, |_| {})
+    }
+
+    /// As [`hello_bytes`], the client configured by `adjust` first.
+    fn hello_bytes_with(name: &str, adjust: impl FnOnce(&mut rustls::ClientConfig)) -> Vec<u8> {
         let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(rustls::RootCertStore::empty())
             .with_no_client_auth();
+        let mut config = config;
+        adjust(&mut config);
         let server = rustls_pki_types::ServerName::try_from(name.to_owned()).unwrap();
         let mut client =
             rustls::ClientConnection::new(std::sync::Arc::new(config), server).unwrap();
@@ -140,6 +155,25 @@ mod tests {
         stream.read_exact(&mut read).await.unwrap();
         assert_eq!(read, hello);
         drop(client.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_hello_larger_than_the_first_peek_is_read_whole() {
+        // Many long ALPN names push the hello past the first peek's size.
+        let hello = hello_bytes_with("api.example.com", |config| {
+            config.alpn_protocols = (0..40u8).map(|i| vec![b'a' + i % 26; 200]).collect();
+        });
+        assert!(hello.len() > FIRST_PEEK, "{}", hello.len());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut client, &hello)
+            .await
+            .unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        let seen = client_hello(&stream, Duration::from_secs(5)).await;
+        assert_eq!(seen, Hello::Named("api.example.com".into()));
     }
 
     #[tokio::test]
