@@ -1,0 +1,111 @@
+//! AWS Signature Version 4: find the signature a request carries ([`Claim::find`]), check
+//! that the placeholder key made it ([`Claim::verify`]), and sign the request again with the
+//! real key ([`Claim::resign`]).
+//!
+//! Both forms are covered: the `Authorization` header and the presigned query
+//! (`X-Amz-Signature`). The canonical request, the string to sign and the HMAC chain are
+//! `aws-sigv4`'s; this module only says which parts of the request the client signed, so
+//! that the crate computes the signature over exactly those.
+//!
+//! It must never produce a signature by the real key over anything the placeholder key did
+//! not sign: [`Claim::resign`] signs the same signed headers, the same scope and the same
+//! `X-Amz-Date` the verified claim names, and a request whose signed headers the signer
+//! would read differently is refused, not repaired.
+
+mod claim;
+mod error;
+mod sign;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+pub use claim::{Claim, Form, Head, Payload, Scope};
+pub use error::{Invalid, Malformed};
+pub use sign::{Signed, Verified};
+
+use zeroize::Zeroizing;
+
+/// One set of AWS credentials: the real ones, or the placeholders the sandbox holds for
+/// them. Zeroized on drop; `Debug` prints none of it.
+#[derive(Clone)]
+pub struct Credentials {
+    access_key_id: Zeroizing<String>,
+    secret_access_key: Zeroizing<String>,
+    session_token: Option<Zeroizing<String>>,
+}
+
+impl Credentials {
+    /// The three parts of a credential (the session token only for temporary ones).
+    pub fn new(
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+        session_token: Option<String>,
+    ) -> Self {
+        Self {
+            access_key_id: Zeroizing::new(access_key_id.into()),
+            secret_access_key: Zeroizing::new(secret_access_key.into()),
+            session_token: session_token.map(Zeroizing::new),
+        }
+    }
+
+    /// The access key id.
+    pub fn access_key_id(&self) -> &str {
+        &self.access_key_id
+    }
+
+    /// The session token, for temporary credentials.
+    pub fn session_token(&self) -> Option<&str> {
+        self.session_token.as_deref().map(String::as_str)
+    }
+
+    /// The identity `aws-sigv4` signs with, carrying `session_token` (which may differ from
+    /// this credential's own: a verification uses the token the request carried).
+    fn identity(
+        &self,
+        session_token: Option<&str>,
+    ) -> aws_smithy_runtime_api::client::identity::Identity {
+        aws_credential_types::Credentials::new(
+            self.access_key_id.as_str(),
+            self.secret_access_key.as_str(),
+            session_token.map(str::to_owned),
+            None,
+            "sluice",
+        )
+        .into()
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credentials(<redacted>)")
+    }
+}
+
+/// How a service reads the request's path when it checks a signature: S3 signs the path as
+/// sent; every other service normalises it and encodes it once more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Canonicalization {
+    /// Remove dot segments and repeated slashes before signing.
+    pub normalize_path: bool,
+    /// Percent-encode the (already encoded) path again.
+    pub double_encode: bool,
+}
+
+impl Canonicalization {
+    /// S3's rule (`s3`, `s3-object-lambda`, `s3-outposts`, `s3express`: the path as sent),
+    /// or everyone else's.
+    pub fn for_service(service: &str) -> Self {
+        let s3 = service == "s3" || service == "s3express" || service.starts_with("s3-");
+        Self {
+            normalize_path: !s3,
+            double_encode: !s3,
+        }
+    }
+}
+
+/// The lowercase hex SHA-256 of `bytes`: the payload hash of a body.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
