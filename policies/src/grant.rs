@@ -87,6 +87,38 @@ pub enum Ungranted {
         /// `header`, `query` or `body`.
         place: &'static str,
     },
+    /// The secret signs requests (`sign:`) and is never placed in one.
+    #[error(
+        "secret {secret} signs requests (sign: {kind}) and is never placed in one toward {host}: its placeholders belong only in a signature, which sluice verifies and signs again"
+    )]
+    SignsOnly {
+        /// The signing secret.
+        secret: String,
+        /// Its kind.
+        kind: &'static str,
+        /// The normalised host.
+        host: String,
+    },
+    /// The signing secret is not granted this service.
+    #[error(
+        "secret {secret} may not sign for service {service}; add {service} to secrets.{secret}.services"
+    )]
+    ServiceNotGranted {
+        /// The signing secret.
+        secret: String,
+        /// The service the request's credential scope names.
+        service: String,
+    },
+    /// The signing secret is not granted this region.
+    #[error(
+        "secret {secret} may not sign for region {region}; add {region} to secrets.{secret}.regions"
+    )]
+    RegionNotGranted {
+        /// The signing secret.
+        secret: String,
+        /// The region the request's credential scope names.
+        region: String,
+    },
     /// The secret may go in headers, but not this one.
     #[error(
         "secret {secret} may not be placed in header {header} toward {host}; add {header} to secrets.{secret}.header"
@@ -113,6 +145,9 @@ impl Ungranted {
             Ungranted::Passthrough { .. } => "passthrough_host",
             Ungranted::PlaceNotGranted { .. } => "location_not_granted",
             Ungranted::HeaderNotGranted { .. } => "header_not_granted",
+            Ungranted::SignsOnly { .. } => "signing_secret",
+            Ungranted::ServiceNotGranted { .. } => "service_not_granted",
+            Ungranted::RegionNotGranted { .. } => "region_not_granted",
         }
     }
 }
@@ -146,6 +181,14 @@ impl Policy {
             secret: name(),
             host: host.to_owned(),
         })?;
+        if let Some((signer, _)) = decl.signs {
+            let signer = &self.signers[signer];
+            return Err(Ungranted::SignsOnly {
+                secret: signer.name.clone(),
+                kind: signer.kind.as_str(),
+                host,
+            });
+        }
         let place = location.place();
         if !decl.locations.contains(&place) {
             return Err(Ungranted::PlaceNotGranted {
@@ -179,7 +222,11 @@ impl Policy {
     pub fn may_reach(&self, secret: &str, host: &str, port: u16) -> Result<Permit, Ungranted> {
         let permit = self.may_sink(secret, Sink::Egress)?;
         let decl = &self.secrets[permit.secret_index];
-        let name = || decl.name.clone();
+        // A signing part's hosts are its signer's: the fix names the key that declares them.
+        let name = || match decl.signs {
+            Some((signer, _)) => self.signers[signer].name.clone(),
+            None => decl.name.clone(),
+        };
         let host = normalize_host(host).map_err(|_| Ungranted::InvalidHost {
             secret: name(),
             host: host.to_owned(),
@@ -202,6 +249,73 @@ impl Policy {
             });
         }
         Ok(permit)
+    }
+
+    /// The signing decision: may the signer at `signer` (an index in [`Policy::signers`])
+    /// sign a request toward `host:port` whose credential scope names `service` and
+    /// `region`? Its hosts must match and not be passthrough, and `services:` and
+    /// `regions:`, where given, must name them.
+    ///
+    /// # Errors
+    ///
+    /// [`Ungranted::InvalidHost`], [`Ungranted::HostNotGranted`], [`Ungranted::Passthrough`],
+    /// [`Ungranted::ServiceNotGranted`] or [`Ungranted::RegionNotGranted`].
+    ///
+    /// # Panics
+    ///
+    /// When `signer` is not an index of [`Policy::signers`].
+    pub fn may_sign(
+        &self,
+        signer: usize,
+        host: &str,
+        port: u16,
+        service: &str,
+        region: &str,
+    ) -> Result<(), Ungranted> {
+        let decl = &self.signers[signer];
+        let name = || decl.name.clone();
+        let host = normalize_host(host).map_err(|_| Ungranted::InvalidHost {
+            secret: name(),
+            host: host.to_owned(),
+        })?;
+        if !decl.hosts.iter().any(|p| p.matches_normalized(&host, port)) {
+            return Err(Ungranted::HostNotGranted {
+                secret: name(),
+                host,
+                port,
+            });
+        }
+        if self
+            .passthrough()
+            .iter()
+            .any(|p| p.matches_normalized(&host, port))
+        {
+            return Err(Ungranted::Passthrough {
+                secret: name(),
+                host,
+            });
+        }
+        if decl
+            .services
+            .as_ref()
+            .is_some_and(|services| !services.iter().any(|s| s == service))
+        {
+            return Err(Ungranted::ServiceNotGranted {
+                secret: name(),
+                service: service.to_owned(),
+            });
+        }
+        if decl
+            .regions
+            .as_ref()
+            .is_some_and(|regions| !regions.iter().any(|r| r == region))
+        {
+            return Err(Ungranted::RegionNotGranted {
+                secret: name(),
+                region: region.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// The sink half of [`Policy::may`]: whether `secret` is granted `sink` at all. The

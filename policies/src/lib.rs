@@ -53,7 +53,10 @@ pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceErr
 pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
-pub use model::{Literal, Location, Place, SecretDecl, Sink, Source, placeholder_name};
+pub use model::{
+    Literal, Location, Place, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, Source,
+    part_secret_name, placeholder_name,
+};
 pub use placeholder::{MintError, NONCE_BYTES, Placeholders};
 pub use policy::{Denied, Loaded, Policy, Reach};
 /// The guard's limits, which validation checks a declaration against: defined once, in

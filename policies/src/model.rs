@@ -170,6 +170,9 @@ pub struct SecretDecl {
     pub(crate) header_names: Option<Vec<String>>,
     pub(crate) placeholder: Option<String>,
     pub(crate) source: Source,
+    /// For a part of a signing secret: the signer's index in [`crate::Policy::signers`]
+    /// and which part this is.
+    pub(crate) signs: Option<(usize, SigningPart)>,
 }
 
 impl SecretDecl {
@@ -217,6 +220,10 @@ impl SecretDecl {
     /// );
     /// ```
     pub fn grant_line(&self) -> String {
+        if let Some((_, part)) = self.signs {
+            let hosts: Vec<String> = self.hosts.iter().map(ToString::to_string).collect();
+            return format!("signs → {}; the {} part", hosts.join(", "), part.as_str());
+        }
         if self.sinks.is_empty() {
             return "redact-only".to_owned();
         }
@@ -274,6 +281,12 @@ impl SecretDecl {
     pub fn source(&self) -> &Source {
         &self.source
     }
+
+    /// For a part of a signing secret: the signer's index in [`crate::Policy::signers`]
+    /// and which part this is. Such a secret is never swapped: it only signs.
+    pub fn signs(&self) -> Option<(usize, SigningPart)> {
+        self.signs
+    }
 }
 
 /// The name used in a minted placeholder: the secret's name, uppercased, with every
@@ -304,4 +317,139 @@ fn display_header(name: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("-")
+}
+
+/// How a signing secret signs (`sign:`). Each kind is one signer in `sluice-sign`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SignKind {
+    /// AWS Signature Version 4: the access key id, the secret access key, and for
+    /// temporary credentials the session token.
+    AwsSigV4,
+}
+
+impl SignKind {
+    /// The name used in declarations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignKind::AwsSigV4 => "aws-sigv4",
+        }
+    }
+
+    /// Parses a declaration name.
+    pub fn from_name(name: &str) -> Option<SignKind> {
+        (name == "aws-sigv4").then_some(SignKind::AwsSigV4)
+    }
+
+    /// The parts of its credential, required ones first.
+    pub fn parts(self) -> &'static [SigningPart] {
+        match self {
+            SignKind::AwsSigV4 => &[
+                SigningPart::AccessKeyId,
+                SigningPart::SecretAccessKey,
+                SigningPart::SessionToken,
+            ],
+        }
+    }
+}
+
+impl fmt::Display for SignKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One part of a signing secret's credential. Each part is a secret of its own in
+/// [`crate::Policy::secrets`], named `SIGNER.PART` (`aws_prod.access_key_id`), with its own
+/// placeholder, value and variable (`AWS_PROD_ACCESS_KEY_ID`), so that the guard knows it
+/// like any other: refused toward other hosts, redacted in responses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SigningPart {
+    /// The access key id: sent in the clear in the signature's credential scope.
+    AccessKeyId,
+    /// The secret access key: never sent, only signs.
+    SecretAccessKey,
+    /// The session token of temporary credentials: sent in `x-amz-security-token`.
+    SessionToken,
+}
+
+impl SigningPart {
+    /// The key under `from:`, and the part's name after the signer's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SigningPart::AccessKeyId => "access_key_id",
+            SigningPart::SecretAccessKey => "secret_access_key",
+            SigningPart::SessionToken => "session_token",
+        }
+    }
+
+    /// Whether a credential of this kind must have it.
+    pub fn required(self) -> bool {
+        !matches!(self, SigningPart::SessionToken)
+    }
+
+    /// The standard variable an SDK reads it from (`AWS_ACCESS_KEY_ID`, …).
+    pub fn standard_variable(self) -> &'static str {
+        match self {
+            SigningPart::AccessKeyId => "AWS_ACCESS_KEY_ID",
+            SigningPart::SecretAccessKey => "AWS_SECRET_ACCESS_KEY",
+            SigningPart::SessionToken => "AWS_SESSION_TOKEN",
+        }
+    }
+}
+
+/// A secret with `sign:`: it is never swapped into a request; sluice verifies the sandbox's
+/// signature by its placeholders and signs the request again with its real parts, toward
+/// its hosts (and services and regions) only.
+#[derive(Debug)]
+pub struct SignerDecl {
+    pub(crate) name: String,
+    pub(crate) kind: SignKind,
+    pub(crate) hosts: Vec<HostPattern>,
+    pub(crate) services: Option<Vec<String>>,
+    pub(crate) regions: Option<Vec<String>>,
+    /// Each part and the index of its secret in [`crate::Policy::secrets`].
+    pub(crate) parts: Vec<(SigningPart, usize)>,
+}
+
+impl SignerDecl {
+    /// The name declared under `secrets:`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How it signs.
+    pub fn kind(&self) -> SignKind {
+        self.kind
+    }
+
+    /// The hosts it signs toward.
+    pub fn hosts(&self) -> &[HostPattern] {
+        &self.hosts
+    }
+
+    /// The services it may sign for; `None` means every one.
+    pub fn services(&self) -> Option<&[String]> {
+        self.services.as_deref()
+    }
+
+    /// The regions it may sign for; `None` means every one.
+    pub fn regions(&self) -> Option<&[String]> {
+        self.regions.as_deref()
+    }
+
+    /// Its parts, each with the index of its secret in [`crate::Policy::secrets`].
+    pub fn parts(&self) -> &[(SigningPart, usize)] {
+        &self.parts
+    }
+
+    /// The index in [`crate::Policy::secrets`] of `part`, if declared.
+    pub fn part(&self, part: SigningPart) -> Option<usize> {
+        self.parts.iter().find(|(p, _)| *p == part).map(|(_, i)| *i)
+    }
+}
+
+/// The name of a signing secret's part as a secret of its own: `SIGNER.PART`.
+pub fn part_secret_name(signer: &str, part: SigningPart) -> String {
+    format!("{signer}.{}", part.as_str())
 }

@@ -3,11 +3,36 @@
 //!
 //! A placeholder is not a secret; this module never sees a value.
 
-use crate::model::placeholder_name;
+use crate::model::{SigningPart, placeholder_name};
 use crate::policy::Policy;
 
 /// Random bytes per minted nonce: 96 bits, above the 64 the contract asks.
 pub const NONCE_BYTES: usize = 12;
+
+/// An access key id placeholder is shaped like a real one, 20 characters of `[A-Z0-9]`
+/// (`SLUICE` and 14 random ones: 72 bits), so that every SDK takes it.
+const ACCESS_KEY_ID_CHARS: usize = 14;
+/// A secret access key placeholder is 40 characters, as a real one is (`SLUICE_` and 33
+/// random ones of `[A-Za-z0-9]`: 196 bits).
+const SECRET_KEY_CHARS: usize = 33;
+const UPPER_ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// `n` characters drawn uniformly from `alphabet` (rejection sampling: no modulo bias).
+fn random_chars(n: usize, alphabet: &[u8]) -> Result<String, MintError> {
+    let limit = 256 - 256 % alphabet.len();
+    let mut out = String::with_capacity(n);
+    let mut buf = [0u8; 64];
+    while out.len() < n {
+        getrandom::fill(&mut buf).map_err(MintError)?;
+        for &b in &buf {
+            if out.len() < n && usize::from(b) < limit {
+                out.push(char::from(alphabet[usize::from(b) % alphabet.len()]));
+            }
+        }
+    }
+    Ok(out)
+}
 
 /// The placeholders of one run, one per secret, in declaration order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,9 +82,15 @@ impl Policy {
     pub fn try_mint_placeholders(&self) -> Result<Placeholders, MintError> {
         let mut entries = Vec::with_capacity(self.secrets.len());
         for secret in &self.secrets {
-            let placeholder = match &secret.placeholder {
-                Some(fixed) => fixed.clone(),
-                None => {
+            let placeholder = match (&secret.placeholder, secret.signs) {
+                (Some(fixed), _) => fixed.clone(),
+                (None, Some((_, SigningPart::AccessKeyId))) => {
+                    format!("SLUICE{}", random_chars(ACCESS_KEY_ID_CHARS, UPPER_ALNUM)?)
+                }
+                (None, Some((_, SigningPart::SecretAccessKey))) => {
+                    format!("SLUICE_{}", random_chars(SECRET_KEY_CHARS, ALNUM)?)
+                }
+                (None, _) => {
                     let mut nonce = [0u8; NONCE_BYTES];
                     getrandom::fill(&mut nonce).map_err(MintError)?;
                     format!(

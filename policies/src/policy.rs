@@ -12,7 +12,7 @@ use zeroize::Zeroizing;
 
 use crate::error::{Diagnostic, Diagnostics, HostError, Problem};
 use crate::host::{HostPattern, normalize_host};
-use crate::model::{SecretDecl, Sink};
+use crate::model::{SecretDecl, SignerDecl, Sink};
 use crate::raw::RawDeclaration;
 use crate::validate::{Validated, validate};
 
@@ -41,6 +41,7 @@ use crate::validate::{Validated, validate};
 #[derive(Debug)]
 pub struct Policy {
     pub(crate) secrets: Vec<SecretDecl>,
+    pub(crate) signers: Vec<SignerDecl>,
     allow: Vec<HostPattern>,
     verbatim: Vec<HostPattern>,
     passthrough: Vec<HostPattern>,
@@ -148,6 +149,7 @@ impl Policy {
         let (validated, diagnostics) = validate(raw, source, file_name, dir);
         let Some(Validated {
             secrets,
+            signers,
             allow,
             verbatim,
             passthrough,
@@ -160,6 +162,7 @@ impl Policy {
         Ok(Loaded {
             policy: Policy {
                 secrets,
+                signers,
                 allow,
                 verbatim,
                 passthrough,
@@ -175,9 +178,15 @@ impl Policy {
         &self.sha256
     }
 
-    /// The secrets, in declaration order.
+    /// The secrets, in declaration order; a signing secret's parts (`NAME.PART`) stand
+    /// where it was declared.
     pub fn secrets(&self) -> &[SecretDecl] {
         &self.secrets
+    }
+
+    /// The signing secrets (`sign:`), in declaration order.
+    pub fn signers(&self) -> &[SignerDecl] {
+        &self.signers
     }
 
     /// The secret named `name`.

@@ -59,12 +59,30 @@ pub(crate) struct RawSecret {
     pub(crate) locations: Option<SpannedList>,
     pub(crate) header: Option<SpannedList>,
     pub(crate) placeholder: Option<Spanned<String>>,
+    /// `sign: aws-sigv4`: the secret signs requests instead of being swapped into them.
+    pub(crate) sign: Option<Spanned<String>>,
+    /// A signing secret's narrowing to these services (signing names).
+    pub(crate) services: Option<SpannedList>,
+    /// A signing secret's narrowing to these regions.
+    pub(crate) regions: Option<SpannedList>,
 }
 
-/// `from: { env: VAR }` or `from: { file: PATH }`.
+/// `from: { env: VAR }` or `from: { file: PATH }`; for a signing secret, one such source
+/// per part of its credential.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFrom {
+    pub(crate) env: Option<Spanned<String>>,
+    pub(crate) file: Option<Spanned<String>>,
+    pub(crate) access_key_id: Option<Spanned<RawPartFrom>>,
+    pub(crate) secret_access_key: Option<Spanned<RawPartFrom>>,
+    pub(crate) session_token: Option<Spanned<RawPartFrom>>,
+}
+
+/// The source of one part of a signing secret's credential.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPartFrom {
     pub(crate) env: Option<Spanned<String>>,
     pub(crate) file: Option<Spanned<String>>,
 }

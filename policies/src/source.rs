@@ -84,10 +84,11 @@ impl Policy {
                     min: MIN_VALUE_LEN,
                 });
             }
-            if secret.grants(Sink::Egress)
-                && secret.locations.contains(&Place::Header)
-                && let Some(byte) = header_unfit_byte(&value)
-            {
+            // A signing part is written into a header by the re-signer (the key id in
+            // `Authorization`, the token in `x-amz-security-token`).
+            let into_header = secret.signs.is_some()
+                || (secret.grants(Sink::Egress) && secret.locations.contains(&Place::Header));
+            if into_header && let Some(byte) = header_unfit_byte(&value) {
                 return Err(SourceError::UnfitForHeader { secret: name, byte });
             }
             let Some(placeholder) = placeholders.get(&name) else {

@@ -59,6 +59,30 @@ impl Problem {
             Problem::Unservable { secret } => format!(
                 "remove the secret's hosts from egress.passthrough, or drop egress from secrets.{secret}.sinks"
             ),
+            Problem::UnknownSignKind { .. } => {
+                "write `sign: aws-sigv4`, or delete `sign:` for a secret that is swapped into requests".into()
+            }
+            Problem::SigningKey { secret, key, .. } => format!(
+                "delete secrets.{secret}.{key}: sluice verifies the sandbox's signature by the placeholders and re-signs toward secrets.{secret}.hosts"
+            ),
+            Problem::SigningSinks { secret } => {
+                format!("delete secrets.{secret}.sinks (a signing secret gets [egress])")
+            }
+            Problem::SigningWholeSource { secret, .. } => format!(
+                "write secrets.{secret}.from as {{ access_key_id: {{ env: AWS_ACCESS_KEY_ID }}, secret_access_key: {{ env: AWS_SECRET_ACCESS_KEY }} }}"
+            ),
+            Problem::MissingPart { secret, part, .. } => {
+                format!("add `{part}: {{ env: VAR }}` (or `{{ file: PATH }}`) under secrets.{secret}.from")
+            }
+            Problem::OnlyForSigning { secret, key } => format!(
+                "add `sign: aws-sigv4` to secrets.{secret}, or delete secrets.{secret}.{key}"
+            ),
+            Problem::BadScopeName { .. } => {
+                "write the name as AWS signs it: the service's signing name (s3, bedrock, sts) or a region (eu-west-1)".into()
+            }
+            Problem::PartNameTaken { secret, part } => {
+                format!("rename secrets.{secret}.{part} or secrets.{secret}")
+            }
             Problem::NeedsEgress { secret, key } => format!(
                 "delete secrets.{secret}.{key}, or add egress to secrets.{secret}.sinks if the proxy should swap it"
             ),

@@ -368,6 +368,91 @@ pub enum Problem {
         passthrough: String,
     },
 
+    /// `sign:` names a kind sluice does not know.
+    #[error(
+        "secret {secret}: `sign: {found}` is not a signing kind sluice knows, expected aws-sigv4"
+    )]
+    UnknownSignKind {
+        /// The secret's name.
+        secret: String,
+        /// The kind as written.
+        found: String,
+    },
+    /// A key that means nothing on a signing secret: it is never placed in a request.
+    #[error(
+        "secret {secret} signs requests (sign: {kind}) and is never placed in one, so `{key}` means nothing there"
+    )]
+    SigningKey {
+        /// The secret's name.
+        secret: String,
+        /// The kind.
+        kind: &'static str,
+        /// `in`, `header`, `value` or `placeholder`.
+        key: &'static str,
+    },
+    /// `sinks:` on a signing secret other than `[egress]`.
+    #[error("secret {secret} signs requests toward its hosts, so its only sink is egress")]
+    SigningSinks {
+        /// The secret's name.
+        secret: String,
+    },
+    /// A signing secret whose `from:` names one source instead of its parts.
+    #[error(
+        "secret {secret} signs with {kind}: its `from:` names each part ({parts}), not one `{key}`"
+    )]
+    SigningWholeSource {
+        /// The secret's name.
+        secret: String,
+        /// The kind.
+        kind: &'static str,
+        /// The parts, comma-separated.
+        parts: &'static str,
+        /// `env` or `file`.
+        key: &'static str,
+    },
+    /// A signing secret without one of its required parts.
+    #[error("secret {secret} signs with {kind} and its `from:` has no `{part}`")]
+    MissingPart {
+        /// The secret's name.
+        secret: String,
+        /// The kind.
+        kind: &'static str,
+        /// The part.
+        part: &'static str,
+    },
+    /// Parts of a credential, or a scope narrowing, on a secret that does not sign.
+    #[error("secret {secret}: `{key}` is only for a secret with `sign:`")]
+    OnlyForSigning {
+        /// The secret's name.
+        secret: String,
+        /// The key (`from.access_key_id`, `services`, …).
+        key: String,
+    },
+    /// A `services:` or `regions:` entry that is not an AWS name.
+    #[error(
+        "secret {secret}: `{found}` is not a {what} name, expected lowercase letters, digits and `-` (e.g. {example})"
+    )]
+    BadScopeName {
+        /// The secret's name.
+        secret: String,
+        /// `service` or `region`.
+        what: &'static str,
+        /// An example of a good one.
+        example: &'static str,
+        /// The entry as written.
+        found: String,
+    },
+    /// A signing secret's part is named as a secret the declaration already has.
+    #[error(
+        "secret {secret}'s part {part} is the secret {secret}.{part}, a name the declaration already uses"
+    )]
+    PartNameTaken {
+        /// The signing secret.
+        secret: String,
+        /// The part.
+        part: &'static str,
+    },
+
     /// A literal `value:` with the shape of a real credential: a declaration file is
     /// copied and committed.
     #[error("secret {secret} has a literal value with the shape of {shape}")]

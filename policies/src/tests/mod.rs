@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::*;
 
+mod signing;
 mod truthful;
 
 /// A value that must never appear in any message.

@@ -13,6 +13,7 @@
 mod egress;
 mod empty;
 mod secret;
+mod sign;
 mod source;
 
 use std::path::Path;
@@ -22,7 +23,7 @@ use serde_saphyr::Spanned;
 
 use crate::error::{Diagnostic, Problem};
 use crate::host::HostPattern;
-use crate::model::SecretDecl;
+use crate::model::{SecretDecl, SignerDecl};
 use crate::raw::{RawDeclaration, SpannedList};
 
 pub(crate) use source::header_unfit_byte;
@@ -30,6 +31,7 @@ pub(crate) use source::header_unfit_byte;
 /// A declaration that passed validation, ready to become a [`crate::Policy`].
 pub(crate) struct Validated {
     pub(crate) secrets: Vec<SecretDecl>,
+    pub(crate) signers: Vec<SignerDecl>,
     pub(crate) allow: Vec<HostPattern>,
     pub(crate) verbatim: Vec<HostPattern>,
     pub(crate) passthrough: Vec<HostPattern>,
@@ -124,17 +126,40 @@ pub(crate) fn validate(
     let passthrough_patterns: Vec<HostPattern> =
         egress.passthrough.iter().map(|(p, _)| p.clone()).collect();
 
-    // secrets
-    let mut secrets = Vec::new();
+    // secrets: each compiles to one secret, or (with `sign:`) to a signer and its parts
+    let mut compiled: Vec<Option<Compiled>> = Vec::new();
     let mut secret_hosts: Vec<Vec<(HostPattern, Pos)>> = Vec::new();
     if let Some(list) = &raw.secrets {
+        let declared: Vec<&str> = list.value.0.iter().map(|(n, _)| n.value.as_str()).collect();
         for (name, secret) in list.value.0.iter() {
-            let (decl, hosts) =
-                secret::secret_decl(&mut cx, name, secret, &passthrough_patterns, base_dir);
-            secrets.push(decl);
+            let (entry, hosts) = if secret.value.sign.is_some() {
+                let (signer, hosts) = sign::signer_decl(
+                    &mut cx,
+                    name,
+                    secret,
+                    &passthrough_patterns,
+                    base_dir,
+                    &declared,
+                );
+                (signer.map(Compiled::Signer), hosts)
+            } else {
+                let (decl, hosts) =
+                    secret::secret_decl(&mut cx, name, secret, &passthrough_patterns, base_dir);
+                (decl.map(Compiled::Secret), hosts)
+            };
+            compiled.push(entry);
             secret_hosts.push(hosts);
         }
     }
+    let names: Vec<Option<String>> = compiled
+        .iter()
+        .map(|c| {
+            c.as_ref().map(|c| match c {
+                Compiled::Secret(decl) => decl.name.clone(),
+                Compiled::Signer((signer, _)) => signer.name.clone(),
+            })
+        })
+        .collect();
 
     secret::placeholders(
         &mut cx,
@@ -145,7 +170,7 @@ pub(crate) fn validate(
     );
     secret::broad_wildcards(
         &mut cx,
-        &secrets,
+        &names,
         &secret_hosts,
         &egress.allow,
         &egress.verbatim,
@@ -155,19 +180,39 @@ pub(crate) fn validate(
     if cx.out.iter().any(Diagnostic::is_error) {
         return (None, cx.out);
     }
-    let secrets = secrets
-        .into_iter()
-        .map(|s| s.expect("no error, so every secret compiled"))
-        .collect();
+    // Parts take their place in declaration order, so that a secret's index (the guard's
+    // id for it) follows the file.
+    let mut secrets = Vec::new();
+    let mut signers = Vec::new();
+    for entry in compiled {
+        match entry.expect("no error, so every secret compiled") {
+            Compiled::Secret(decl) => secrets.push(decl),
+            Compiled::Signer((mut signer, parts)) => {
+                for (part, mut decl) in parts {
+                    decl.signs = Some((signers.len(), part));
+                    signer.parts.push((part, secrets.len()));
+                    secrets.push(decl);
+                }
+                signers.push(signer);
+            }
+        }
+    }
     let strip = |v: Vec<(HostPattern, Pos)>| v.into_iter().map(|(p, _)| p).collect();
     let validated = Validated {
         secrets,
+        signers,
         allow: strip(egress.allow),
         verbatim: strip(egress.verbatim),
         passthrough: passthrough_patterns,
         allow_ips: egress.allow_ips,
     };
     (Some(validated), cx.out)
+}
+
+/// One entry under `secrets:`, compiled.
+enum Compiled {
+    Secret(SecretDecl),
+    Signer(sign::Compiled),
 }
 
 fn push_at(cx: &mut Ctx<'_>, pos: Pos, path: String, problem: Problem) {

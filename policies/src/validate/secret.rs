@@ -32,18 +32,18 @@ pub(super) fn secret_decl(
     let errors_before = cx.out.iter().filter(|d| d.is_error()).count();
     let s = &secret.value;
 
-    if n.is_empty()
-        || !n
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-    {
-        cx.at(
-            name,
-            base.clone(),
-            Problem::BadSecretName {
-                secret: n.escape_debug().to_string(),
-            },
-        );
+    check_name(cx, name, &base);
+    for (key, list) in [("services", &s.services), ("regions", &s.regions)] {
+        if let Some(list) = list {
+            cx.at(
+                list,
+                format!("{base}.{key}"),
+                Problem::OnlyForSigning {
+                    secret: n.clone(),
+                    key: key.to_owned(),
+                },
+            );
+        }
     }
 
     // sinks
@@ -174,53 +174,7 @@ pub(super) fn secret_decl(
     });
 
     // hosts
-    let hosts = cx.hosts(s.hosts.as_ref(), &format!("{base}.hosts"));
-    if egress && s.hosts.as_ref().is_none_or(|h| h.value.is_empty()) {
-        let node_line = s
-            .hosts
-            .as_ref()
-            .map(Pos::of)
-            .unwrap_or_else(|| Pos::of(name));
-        push_at(
-            cx,
-            node_line,
-            format!("{base}.hosts"),
-            Problem::EgressWithoutHosts { secret: n.clone() },
-        );
-    }
-    if egress && !hosts.is_empty() {
-        let covered: Vec<bool> = hosts
-            .iter()
-            .map(|(h, _)| passthrough.iter().any(|p| covers(p, h)))
-            .collect();
-        if covered.iter().all(|&c| c) {
-            let at = s
-                .hosts
-                .as_ref()
-                .map(Pos::of)
-                .unwrap_or_else(|| Pos::of(name));
-            push_at(
-                cx,
-                at,
-                format!("{base}.hosts"),
-                Problem::Unservable { secret: n.clone() },
-            );
-        } else {
-            for (i, (h, pos)) in hosts.iter().enumerate() {
-                if passthrough.iter().any(|p| p.overlaps(h)) {
-                    push_at(
-                        cx,
-                        *pos,
-                        format!("{base}.hosts[{i}]"),
-                        Problem::PassthroughHost {
-                            secret: n.clone(),
-                            host: h.to_string(),
-                        },
-                    );
-                }
-            }
-        }
-    }
+    let hosts = granted_hosts(cx, name, s.hosts.as_ref(), &base, egress, passthrough);
 
     // placeholder (alphabet and length; sharing is checked across secrets)
     if let Some(ph) = &s.placeholder {
@@ -271,10 +225,82 @@ pub(super) fn secret_decl(
             header_names,
             placeholder: s.placeholder.as_ref().map(|p| p.value.clone()),
             source,
+            signs: None,
         }),
         _ => None,
     };
     (decl, hosts)
+}
+
+/// A secret's name: letters, digits, `_`, `-` or `.`.
+pub(super) fn check_name(cx: &mut Ctx<'_>, name: &Spanned<String>, base: &str) {
+    let n = &name.value;
+    if n.is_empty()
+        || !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        cx.at(
+            name,
+            base.to_owned(),
+            Problem::BadSecretName {
+                secret: n.escape_debug().to_string(),
+            },
+        );
+    }
+}
+
+/// A secret's `hosts:`, parsed; for a secret granted egress, required and not all
+/// passthrough (each passthrough one is linted).
+pub(super) fn granted_hosts(
+    cx: &mut Ctx<'_>,
+    name: &Spanned<String>,
+    list: Option<&crate::raw::SpannedList>,
+    base: &str,
+    egress: bool,
+    passthrough: &[HostPattern],
+) -> Vec<(HostPattern, Pos)> {
+    let n = &name.value;
+    let hosts = cx.hosts(list, &format!("{base}.hosts"));
+    if egress && list.is_none_or(|h| h.value.is_empty()) {
+        let node_line = list.map(Pos::of).unwrap_or_else(|| Pos::of(name));
+        push_at(
+            cx,
+            node_line,
+            format!("{base}.hosts"),
+            Problem::EgressWithoutHosts { secret: n.clone() },
+        );
+    }
+    if egress && !hosts.is_empty() {
+        let covered: Vec<bool> = hosts
+            .iter()
+            .map(|(h, _)| passthrough.iter().any(|p| covers(p, h)))
+            .collect();
+        if covered.iter().all(|&c| c) {
+            let at = list.map(Pos::of).unwrap_or_else(|| Pos::of(name));
+            push_at(
+                cx,
+                at,
+                format!("{base}.hosts"),
+                Problem::Unservable { secret: n.clone() },
+            );
+        } else {
+            for (i, (h, pos)) in hosts.iter().enumerate() {
+                if passthrough.iter().any(|p| p.overlaps(h)) {
+                    push_at(
+                        cx,
+                        *pos,
+                        format!("{base}.hosts[{i}]"),
+                        Problem::PassthroughHost {
+                            secret: n.clone(),
+                            host: h.to_string(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    hosts
 }
 
 /// Whether `name` is an HTTP header name (RFC 9110 token).
@@ -366,7 +392,7 @@ pub(super) fn placeholders(cx: &mut Ctx<'_>, secrets: &[(Spanned<String>, Spanne
 /// under that suffix: the grant is broader than its siblings show it needs.
 pub(super) fn broad_wildcards(
     cx: &mut Ctx<'_>,
-    secrets: &[Option<SecretDecl>],
+    names: &[Option<String>],
     secret_hosts: &[Vec<(HostPattern, Pos)>],
     allow: &[(HostPattern, Pos)],
     verbatim: &[(HostPattern, Pos)],
@@ -380,7 +406,7 @@ pub(super) fn broad_wildcards(
         .filter(|p| !p.is_wildcard())
         .collect();
     for (i, hosts) in secret_hosts.iter().enumerate() {
-        let Some(name) = secrets[i].as_ref().map(|s| s.name.clone()) else {
+        let Some(name) = names[i].clone() else {
             continue;
         };
         for (j, (pattern, pos)) in hosts.iter().enumerate() {

@@ -48,61 +48,45 @@ pub(super) fn compile(
         return None;
     }
     if let Some(from) = &s.from {
-        return match (&from.value.env, &from.value.file) {
-            (Some(_), Some(file)) => {
-                cx.at(
-                    file,
-                    format!("{base}.from"),
-                    Problem::TwoSources {
+        let parts = [
+            (
+                "access_key_id",
+                from.value.access_key_id.as_ref().map(Pos::of),
+            ),
+            (
+                "secret_access_key",
+                from.value.secret_access_key.as_ref().map(Pos::of),
+            ),
+            (
+                "session_token",
+                from.value.session_token.as_ref().map(Pos::of),
+            ),
+        ];
+        let mut ok = true;
+        for (part, at) in parts {
+            if let Some(at) = at {
+                push_at(
+                    cx,
+                    at,
+                    format!("{base}.from.{part}"),
+                    Problem::OnlyForSigning {
                         secret: n.clone(),
-                        first: "env",
-                        second: "file",
+                        key: format!("from.{part}"),
                     },
                 );
-                None
+                ok = false;
             }
-            (None, None) => {
-                cx.at(
-                    from,
-                    format!("{base}.from"),
-                    Problem::NoSource { secret: n.clone() },
-                );
-                None
-            }
-            (Some(env), None) if env.value.trim().is_empty() => {
-                cx.at(
-                    env,
-                    format!("{base}.from.env"),
-                    Problem::EmptySource {
-                        secret: n.clone(),
-                        key: "env",
-                        what: "variable name",
-                    },
-                );
-                None
-            }
-            (Some(env), None) => Some(Source::Env(env.value.clone())),
-            (None, Some(file)) if file.value.trim().is_empty() => {
-                cx.at(
-                    file,
-                    format!("{base}.from.file"),
-                    Problem::EmptySource {
-                        secret: n.clone(),
-                        key: "file",
-                        what: "path",
-                    },
-                );
-                None
-            }
-            (None, Some(file)) => {
-                let path = PathBuf::from(&file.value);
-                let path = match base_dir {
-                    Some(dir) if path.is_relative() => dir.join(path),
-                    _ => path,
-                };
-                Some(Source::File(path))
-            }
-        };
+        }
+        let at = Pos::of(from);
+        let source = env_or_file(
+            cx,
+            n,
+            (from.value.env.as_ref(), from.value.file.as_ref()),
+            at,
+            &format!("{base}.from"),
+            base_dir,
+        );
+        return source.filter(|_| ok);
     }
     if let Some(value) = &s.value {
         let path = format!("{base}.value");
@@ -164,6 +148,69 @@ pub(super) fn compile(
         Problem::NoSource { secret: n.clone() },
     );
     None
+}
+
+/// `from: { env: VAR }` or `from: { file: PATH }` (exactly one, not empty) at `path`, with
+/// a relative file taken from `base_dir`.
+pub(super) fn env_or_file(
+    cx: &mut Ctx<'_>,
+    secret: &str,
+    (env, file): (Option<&Spanned<String>>, Option<&Spanned<String>>),
+    at: Pos,
+    path: &str,
+    base_dir: Option<&Path>,
+) -> Option<Source> {
+    let secret = secret.to_owned();
+    match (env, file) {
+        (Some(_), Some(file)) => {
+            cx.at(
+                file,
+                path.to_owned(),
+                Problem::TwoSources {
+                    secret,
+                    first: "env",
+                    second: "file",
+                },
+            );
+            None
+        }
+        (None, None) => {
+            push_at(cx, at, path.to_owned(), Problem::NoSource { secret });
+            None
+        }
+        (Some(env), None) if env.value.trim().is_empty() => {
+            cx.at(
+                env,
+                format!("{path}.env"),
+                Problem::EmptySource {
+                    secret,
+                    key: "env",
+                    what: "variable name",
+                },
+            );
+            None
+        }
+        (Some(env), None) => Some(Source::Env(env.value.clone())),
+        (None, Some(file)) if file.value.trim().is_empty() => {
+            cx.at(
+                file,
+                format!("{path}.file"),
+                Problem::EmptySource {
+                    secret,
+                    key: "file",
+                    what: "path",
+                },
+            );
+            None
+        }
+        (None, Some(file)) => {
+            let file = PathBuf::from(&file.value);
+            Some(Source::File(match base_dir {
+                Some(dir) if file.is_relative() => dir.join(file),
+                _ => file,
+            }))
+        }
+    }
 }
 
 /// The first byte that cannot appear in a header value: `CR`, `LF` or `NUL`.
