@@ -85,10 +85,14 @@ impl Policy {
                 });
             }
             // A signing part is written into a header by the re-signer (the key id in
-            // `Authorization`, the token in `x-amz-security-token`).
-            let into_header = secret.signs.is_some()
-                || (secret.grants(Sink::Egress) && secret.locations.contains(&Place::Header));
-            if into_header && let Some(byte) = header_unfit_byte(&value) {
+            // `Authorization`, the token in `x-amz-security-token`): printable ASCII only.
+            if secret.signs.is_some() && !value.iter().all(u8::is_ascii_graphic) {
+                return Err(SourceError::UnfitForSigning { secret: name });
+            }
+            if secret.grants(Sink::Egress)
+                && secret.locations.contains(&Place::Header)
+                && let Some(byte) = header_unfit_byte(&value)
+            {
                 return Err(SourceError::UnfitForHeader { secret: name, byte });
             }
             let Some(placeholder) = placeholders.get(&name) else {
@@ -114,8 +118,19 @@ impl Policy {
     /// The first [`SourceError`]; [`SourceError::Guard`] when the guard refuses the
     /// entries (it names the secret, never the value).
     pub fn build_guard(&self, placeholders: &Placeholders) -> Result<Guard, SourceError> {
+        Self::guard_of(self.resolve(placeholders)?)
+    }
+
+    /// The guard over secrets already resolved ([`Policy::resolve`]), in their order: for a
+    /// caller that needs some values itself too (the proxy's re-signer), so that each
+    /// source is read once.
+    ///
+    /// # Errors
+    ///
+    /// [`SourceError::Guard`] when the guard refuses the entries.
+    pub fn guard_of(resolved: Vec<ResolvedSecret>) -> Result<Guard, SourceError> {
         let mut builder = Guard::builder();
-        for mut secret in self.resolve(placeholders)? {
+        for mut secret in resolved {
             let placeholder = Placeholder::parse(&secret.placeholder)?;
             let value = SecretValue::new(std::mem::take(&mut *secret.value));
             builder.add(secret.name.clone(), placeholder, value)?;

@@ -16,9 +16,10 @@
 //! 2. `connect`: the egress decision for a tunnel; passthrough, or interception.
 //! 3. `tls`: terminate the client's TLS with a leaf from the run CA, SNI = CONNECT host.
 //! 4. `forward`: each request inside a tunnel (or in the clear): the `authority` check,
-//!    `headers` hygiene, the scan and swap (`rewrite::request`), the body
-//!    (`forward::request_body`, `rewrite::stream`), then the `upstream` (resolve, address
-//!    policy, dial, pool), and the response's redaction (`rewrite::response`).
+//!    `headers` hygiene, a signing secret's signature verified (`signing`), the scan and
+//!    swap (`rewrite::request`), the body (`forward::request_body`, `rewrite::stream`), the
+//!    request signed again with the real key (`signing`), then the `upstream` (resolve,
+//!    address policy, dial, pool), and the response's redaction (`rewrite::response`).
 //!
 //! Beside the path: `shared` (the state every step shares, the connection slots, the
 //! shutdown signal, the one serve-and-drain loop), `tunnel` (a tunnel's own state),
@@ -45,6 +46,7 @@ mod refusal;
 mod rewrite;
 mod server;
 mod shared;
+mod signing;
 mod suites;
 mod tls;
 mod transparent;

@@ -55,6 +55,11 @@ pub enum Code {
     UpstreamTimeout,
     /// `503`: sluice cannot serve requests (fail closed).
     SluiceUnavailable,
+    /// `403`: a request signed with a signing secret's placeholders whose signature does
+    /// not verify, or cannot be read.
+    SignatureInvalid,
+    /// `403`: a signing secret is not granted the host, service or region a request names.
+    SigningNotGranted,
 }
 
 impl Code {
@@ -78,6 +83,8 @@ impl Code {
             Self::UpstreamConnect => "upstream-connect",
             Self::UpstreamTimeout => "upstream-timeout",
             Self::SluiceUnavailable => "sluice-unavailable",
+            Self::SignatureInvalid => "signature-invalid",
+            Self::SigningNotGranted => "signing-not-granted",
         }
     }
 
@@ -226,6 +233,39 @@ impl Refusal {
         let mut refusal = Self::new(StatusCode::FORBIDDEN, code, message, Fault::Client);
         refusal.secret = Some(secret.to_owned());
         refusal.location = Some(location);
+        refusal
+    }
+
+    /// `403`: a request signed by a signing secret's placeholder key whose signature does
+    /// not verify or cannot be read: nothing is signed, nothing is sent.
+    pub(crate) fn signature_invalid(secret: &str, why: &dyn fmt::Display) -> Self {
+        let mut refusal = Self::new(
+            StatusCode::FORBIDDEN,
+            Code::SignatureInvalid,
+            format!(
+                "sluice refused a request signed with secret {secret}'s placeholders: {why}; sign it, unchanged, with the placeholder credentials sluice set"
+            ),
+            Fault::Client,
+        );
+        refusal.secret = Some(secret.to_owned());
+        refusal.location = Some("signature".to_owned());
+        refusal
+    }
+
+    /// `403`: a signing secret asked to sign toward a host, service or region it is not
+    /// granted; the message names the grant that would allow it.
+    pub(crate) fn signing_not_granted(
+        secret: &str,
+        ungranted: &sluice_policies::Ungranted,
+    ) -> Self {
+        let mut refusal = Self::new(
+            StatusCode::FORBIDDEN,
+            Code::SigningNotGranted,
+            format!("sluice refused to sign: {ungranted}"),
+            Fault::Client,
+        );
+        refusal.secret = Some(secret.to_owned());
+        refusal.location = Some("signature".to_owned());
         refusal
     }
 

@@ -19,6 +19,7 @@ use crate::audit::{AuditLog, StartInfo};
 use crate::auth::Credentials;
 use crate::config::ProxyConfig;
 use crate::shared::{Shared, until_stopped};
+use crate::signing::Signers;
 use crate::tls::Terminator;
 use crate::upstream::{Upstream, UpstreamConfig};
 
@@ -88,7 +89,10 @@ enum Accepting {
 pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     let run_id = random_hex(8)?;
     let placeholders = config.policy.mint_placeholders();
-    let guard = Arc::new(config.policy.build_guard(&placeholders)?);
+    // Each source is read once: the guard takes every value, the signers their parts.
+    let resolved = config.policy.resolve(&placeholders)?;
+    let signers = Arc::new(Signers::new(&config.policy, &resolved));
+    let guard = Arc::new(Policy::guard_of(resolved)?);
     let permitted: Vec<String> = config
         .policy
         .intercepted_hosts()
@@ -163,6 +167,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     let shared = Arc::new(Shared {
         policy,
         guard,
+        signers,
         credentials: Arc::new(credentials),
         terminator: Arc::new(Terminator::new(
             ca.clone(),

@@ -1,4 +1,4 @@
-//! What every task of a running proxy shares: the compiled declaration and guard, the run's
+//! What every task of a running proxy shares: the compiled declaration, guard and signers, the run's
 //! credentials and TLS terminator, the upstream leg, the audit log, the limits, the
 //! connection slots and the shutdown signal.
 //!
@@ -15,6 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use crate::audit::{AuditLog, Event};
 use crate::auth::Credentials;
 use crate::config::Limits;
+use crate::signing::Signers;
 use crate::tls::Terminator;
 use crate::upstream::Upstream;
 
@@ -26,6 +27,7 @@ pub(crate) type ConnSlot = Arc<OwnedSemaphorePermit>;
 pub(crate) struct Shared {
     pub(crate) policy: Arc<Policy>,
     pub(crate) guard: Arc<Guard>,
+    pub(crate) signers: Arc<Signers>,
     pub(crate) credentials: Arc<Credentials>,
     pub(crate) terminator: Arc<Terminator>,
     pub(crate) upstream: Upstream,
@@ -41,6 +43,7 @@ impl Shared {
         Shared {
             policy: self.policy.clone(),
             guard: self.guard.clone(),
+            signers: self.signers.clone(),
             credentials: self.credentials.clone(),
             terminator: self.terminator.clone(),
             upstream: self.upstream.with_own_pools(),

@@ -101,6 +101,14 @@ pub enum SourceError {
         /// `CR`, `LF` or `NUL`.
         byte: &'static str,
     },
+    /// A signing secret's part holds a byte that no signature header can carry.
+    #[error(
+        "secret {secret}: value holds a byte outside printable ASCII, which no AWS credential does; check that the source holds the key itself"
+    )]
+    UnfitForSigning {
+        /// The part's name (`aws_prod.access_key_id`).
+        secret: String,
+    },
     /// No placeholder was minted for this secret: a bug in the caller or in sluice.
     #[error("secret {secret}: no placeholder was minted for it (this is a bug in sluice)")]
     NoPlaceholder {

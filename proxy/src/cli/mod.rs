@@ -253,18 +253,20 @@ pub(crate) fn main() -> ExitCode {
 /// Logs go to stderr, filtered by `RUST_LOG` (default `info`). Never a secret value: the
 /// proxy logs names, hosts and reasons only.
 pub(crate) fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_tracing_at("info");
 }
 
 /// As [`init_tracing`], but `warn` by default: the launcher's output is the command's.
 pub(crate) fn init_tracing_quiet() {
+    init_tracing_at("warn");
+}
+
+fn init_tracing_at(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        // AWS's signer traces the credentials it signs with (the real access key id
+        // among them) at `trace`: off whatever RUST_LOG says.
+        .add_directive("aws_sigv4=off".parse().expect("a valid directive"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -32,6 +32,7 @@ use crate::refusal::Refusal;
 use crate::rewrite::request::{Outbound, Place, check_authority};
 use crate::rewrite::response;
 use crate::shared::Shared;
+use crate::signing;
 use crate::tunnel::{Destination, Tunnel};
 
 use request_body::{BodyStep, Buffering, StoppedBody};
@@ -68,6 +69,11 @@ async fn intercepted_steps(
     authority::check(&parts.uri, &parts.headers, &tunnel.target)?;
     // Heads over the limit, and framing two parsers could read two ways, are refused.
     check_head(&parts, shared.limits.max_header_bytes)?;
+    // A request signed with a signing secret's placeholders is checked as the client sent
+    // it; its signature stays out of the scan until the request is signed again.
+    let signing_cx = signing_context(shared);
+    let (signing, incoming) =
+        signing::verify(signing_cx, &tunnel.target, &mut parts, incoming).await?;
     // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
     let upgrade = headers::upgrade_protocol(&parts.version, &parts.headers);
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
@@ -88,6 +94,15 @@ async fn intercepted_steps(
         &outbound, &mut parts, incoming, &stopped, buffering, shared, exchange,
     )
     .await?;
+    // Signed again with the real key, over the request as it leaves.
+    let body = match signing {
+        Some(pending) => {
+            pending
+                .resign(signing_cx, &mut parts, body, &tunnel.destination, exchange)
+                .await?
+        }
+        None => body,
+    };
     // An upgrade (WebSocket) goes on a connection of its own, joined on 101.
     if let Some(protocol) = upgrade {
         return upgrade::exchange(parts, body, protocol, tunnel, shared, exchange).await;
@@ -142,6 +157,7 @@ async fn plain_steps(
     // The body: read whole when its length is known and within the bound, else streamed.
     let stopped = StoppedBody::default();
     let buffering = Buffering::WhenLengthKnown;
+    let incoming = signing::RequestBody::Arriving(incoming);
     let body = scan_body(
         &outbound, &mut parts, incoming, &stopped, buffering, shared, exchange,
     )
@@ -227,11 +243,20 @@ fn scan_head(
     Ok(())
 }
 
+/// What the signing step reads of this proxy.
+fn signing_context(shared: &Shared) -> signing::Context<'_> {
+    signing::Context {
+        signers: &shared.signers,
+        policy: &shared.policy,
+        limits: &shared.limits,
+    }
+}
+
 /// The body step (`request_body`), with this proxy's guard and bounds, its tally recorded.
 async fn scan_body(
     outbound: &Outbound<'_>,
     parts: &mut Parts,
-    incoming: Incoming,
+    incoming: signing::RequestBody,
     stopped: &StoppedBody,
     buffering: Buffering,
     shared: &Shared,

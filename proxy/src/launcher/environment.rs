@@ -12,7 +12,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use sluice_guard::Guard;
-use sluice_policies::{Policy, credentials, placeholder_name};
+use sluice_policies::{Policy, SignKind, credentials, placeholder_name};
 
 use sluice_policies::launcher_env::PROXY_VARIABLES;
 
@@ -49,11 +49,32 @@ pub(super) fn environment(
     (env, withheld)
 }
 
+/// The variables every AWS SDK reads (`AWS_ACCESS_KEY_ID`, …), each with the secret whose
+/// placeholder it gets: set when exactly one `aws-sigv4` secret is declared, so that a
+/// client configured by the environment alone signs with its placeholders.
+pub(super) fn standard_aws_variables(policy: &Policy) -> Vec<(&'static str, &str)> {
+    let mut aws = policy
+        .signers()
+        .iter()
+        .filter(|signer| signer.kind() == SignKind::AwsSigV4);
+    match (aws.next(), aws.next()) {
+        (Some(signer), None) => signer
+            .parts()
+            .iter()
+            .map(|&(part, index)| (part.standard_variable(), policy.secrets()[index].name()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether sluice sets `name` in the command's environment itself.
 fn sets_itself(name: &OsStr, policy: &Policy) -> bool {
     let name = name.to_string_lossy();
     PROXY_VARIABLES.contains(&name.as_ref())
         || trust::is_trust_variable(&name)
+        || standard_aws_variables(policy)
+            .iter()
+            .any(|(variable, _)| *variable == name)
         || policy
             .secrets()
             .iter()

@@ -394,6 +394,11 @@ fn child_env(
         };
         env.insert(variable, value);
     }
+    for (variable, secret) in environment::standard_aws_variables(policy) {
+        if let Some(id) = guard.id(secret) {
+            env.insert(variable.into(), guard.placeholder(id).as_str().into());
+        }
+    }
     say_withheld(&withheld, pass_env);
     Ok(env)
 }

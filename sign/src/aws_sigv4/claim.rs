@@ -44,7 +44,7 @@ pub struct Head<'a> {
 
 impl<'a> Head<'a> {
     /// Every value of the header `name` (compared case-insensitively), in order.
-    pub(crate) fn values(&self, name: &str) -> impl Iterator<Item = &'a str> + '_ {
+    pub fn values(&self, name: &str) -> impl Iterator<Item = &'a str> + '_ {
         let name = name.to_owned();
         self.headers
             .iter()
@@ -461,9 +461,16 @@ fn single_param<'q>(
     Ok(first.map(|(_, v)| v.clone()))
 }
 
-/// The raw query without the presigned form's own parameters, the others as sent and in
-/// their order.
-pub(crate) fn query_without_signing_params(query: &str) -> String {
+/// The raw query without the presigned form's own parameters (`X-Amz-Algorithm`, …,
+/// `X-Amz-Signature`), the others as sent and in their order: what is left of a presigned
+/// URL once its signature is held out.
+///
+/// ```
+/// use sluice_sign::aws_sigv4::without_signing_params;
+/// let query = "versionId=3&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=00";
+/// assert_eq!(without_signing_params(query), "versionId=3");
+/// ```
+pub fn without_signing_params(query: &str) -> String {
     query
         .split('&')
         .filter(|pair| {

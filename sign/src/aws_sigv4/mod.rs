@@ -20,7 +20,7 @@ mod tests;
 
 use std::fmt;
 
-pub use claim::{Claim, Form, Head, Payload, Scope};
+pub use claim::{Claim, Form, Head, Payload, Scope, without_signing_params};
 pub use error::{Invalid, Malformed};
 pub use sign::{Signed, Verified};
 

@@ -15,7 +15,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::claim::{Claim, Form, Head, query_without_signing_params};
+use super::claim::{Claim, Form, Head, without_signing_params};
 use super::{Canonicalization, Credentials, Invalid};
 
 /// What SigV4 leaves unencoded in a query value: `A-Z a-z 0-9 - _ . ~`.
@@ -162,7 +162,7 @@ impl Verified {
                 signature,
             },
             Form::Query => {
-                let mut query = Zeroizing::new(query_without_signing_params(head.query()));
+                let mut query = Zeroizing::new(without_signing_params(head.query()));
                 for (name, value) in &params {
                     if !query.is_empty() {
                         query.push('&');
@@ -254,7 +254,7 @@ impl Claim {
         let uri = match self.form {
             Form::Header => format!("https://{}{}", head.host, head.path_and_query),
             Form::Query => {
-                let query = query_without_signing_params(head.query());
+                let query = without_signing_params(head.query());
                 let sep = if query.is_empty() { "" } else { "?" };
                 format!("https://{}{}{sep}{query}", head.host, head.path())
             }

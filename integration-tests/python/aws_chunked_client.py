@@ -1,0 +1,106 @@
+"""PUT a file as a signed aws-chunked stream (x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD).
+
+Usage: aws_chunked_client.py [--tamper] URL FILE [REGION [SERVICE]]
+
+Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN. REGION
+and SERVICE default to what an amazonaws.com host names (s3.eu-west-1.amazonaws.com), else to
+AWS_REGION or AWS_DEFAULT_REGION and s3. HTTPS_PROXY (and NO_PROXY) is honoured through a
+CONNECT tunnel, and AWS_CA_BUNDLE or SSL_CERT_FILE names the CA to trust. The body goes in
+64 KiB chunks, each signed on from the one before; --tamper flips a byte of the first chunk
+after signing it, which a verifier must refuse. Prints the status and the response body,
+and exits 0 on a 2xx.
+"""
+import base64
+import hashlib
+import http.client
+import os
+import ssl
+import sys
+import urllib.request
+from urllib.parse import unquote, urlsplit
+
+from botocore.auth import S3SigV4Auth, SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+STREAMING = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+CHUNK = 64 * 1024
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+args = sys.argv[1:]
+tamper = "--tamper" in args
+args = [a for a in args if a != "--tamper"]
+url, path = args[0], args[1]
+parts = urlsplit(url)
+labels = parts.hostname.split(".")
+if "amazonaws" in labels and labels.index("amazonaws") >= 2:
+    service, region = labels[labels.index("amazonaws") - 2:labels.index("amazonaws")]
+else:
+    service, region = "s3", os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+region = args[2] if len(args) > 2 else region
+service = args[3] if len(args) > 3 else service
+
+
+def frame_length(size):
+    return len("%x;chunk-signature=" % size) + 64 + 2 + size + 2
+
+
+size = os.path.getsize(path)
+sizes = [min(CHUNK, size - offset) for offset in range(0, size, CHUNK)] + [0]
+
+
+class Signer(S3SigV4Auth if service == "s3" else SigV4Auth):
+    def payload(self, request):
+        # The seed signature covers this constant, not a hash of the (not yet read) body.
+        return STREAMING
+
+
+credentials = Credentials(os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"],
+                          os.environ.get("AWS_SESSION_TOKEN") or None)
+signer = Signer(credentials, service, region)
+request = AWSRequest(method="PUT", url=url, headers={
+    "Host": parts.netloc,  # signed exactly as http.client will send it
+    "Content-Encoding": "aws-chunked",
+    "Content-Length": str(sum(frame_length(s) for s in sizes)),
+    "X-Amz-Content-SHA256": STREAMING,
+    "X-Amz-Decoded-Content-Length": str(size),
+})
+signer.add_auth(request)
+seed = request.headers["Authorization"].rpartition("Signature=")[2]
+
+
+def body():
+    previous, first = seed, True
+    with open(path, "rb") as f:
+        for chunk_size in sizes:
+            data = f.read(chunk_size)
+            previous = signer.signature("\n".join([
+                "AWS4-HMAC-SHA256-PAYLOAD", request.context["timestamp"], signer.credential_scope(request),
+                previous, EMPTY_SHA256, hashlib.sha256(data).hexdigest()]), request)
+            if tamper and first and data:
+                data = bytes([data[0] ^ 1]) + data[1:]
+            first = False
+            # The last, 0-size, chunk so ends in an empty line: there are no trailers.
+            yield b"%x;chunk-signature=%s\r\n%s\r\n" % (len(data), previous.encode(), data)
+
+
+# The CA named for the AWS CLI (AWS_CA_BUNDLE) or for OpenSSL (SSL_CERT_FILE), else the system's.
+context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE"))
+proxy = urllib.request.getproxies().get("https")
+if proxy and not urllib.request.proxy_bypass(parts.hostname):
+    proxy = urlsplit(proxy)
+    connection = http.client.HTTPSConnection(proxy.hostname, proxy.port or 80, context=context)
+    tunnel_headers = {}
+    if proxy.username:
+        login = "%s:%s" % (unquote(proxy.username), unquote(proxy.password or ""))
+        tunnel_headers["Proxy-Authorization"] = "Basic " + base64.b64encode(login.encode()).decode()
+    connection.set_tunnel(parts.hostname, parts.port or 443, headers=tunnel_headers)
+else:
+    connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, context=context)
+# A proxy speaks plain HTTP until CONNECT; http.client wraps TLS only after the tunnel is up.
+target = parts.path + ("?" + parts.query if parts.query else "")
+connection.request("PUT", target or "/", body=body(), headers=dict(request.headers.items()))
+response = connection.getresponse()
+print(response.status)
+print(response.read().decode(errors="replace"))
+sys.exit(0 if 200 <= response.status < 300 else 1)

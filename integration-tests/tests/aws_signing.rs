@@ -1,0 +1,266 @@
+//! Signing secrets end to end: the real AWS CLI and boto3 under `sluice run`, holding only
+//! placeholders, against a local upstream that checks SigV4 as AWS does, with botocore's own
+//! signer and the real key (`python/aws_upstream.py`).
+//!
+//! What must hold: every request the upstream receives verifies with the real key; the
+//! requests sluice refuses (a signature the placeholder key did not make, a service or region
+//! the secret does not grant) never reach it; and the real key is nowhere the sandbox or a
+//! reviewer can read (the sandbox's environment and output, sluice's logs, the audit log).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use sluice_integration_tests::launch::{Launch, python_venv};
+use sluice_integration_tests::pki::TestPki;
+
+const REAL_KEY_ID: &str = "AKIAREALKEY7EXAMPLE1";
+const REAL_SECRET: &str = "rEaLsEcReTkEy/0123456789+abcdefghijKLMNOP";
+const S3: &str = "s3.eu-west-1.amazonaws.com";
+const STS: &str = "sts.eu-west-1.amazonaws.com";
+
+/// The upstream: a process on a free loopback port, killed on drop.
+struct Upstream {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Upstream {
+    fn start(pki: &TestPki, dir: &Path) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (cert, key) = pki.leaf_files(&[S3, STS]);
+        let log = dir.join("upstream.jsonl");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/aws_upstream.py");
+        let child = Command::new(python_venv().join("bin/python"))
+            .arg(script)
+            .arg("127.0.0.1")
+            .arg(port.to_string())
+            .arg(cert)
+            .arg(key)
+            .arg(&log)
+            .env("UPSTREAM_AWS_ACCESS_KEY_ID", REAL_KEY_ID)
+            .env("UPSTREAM_AWS_SECRET_ACCESS_KEY", REAL_SECRET)
+            .spawn()
+            .expect("the AWS upstream starts");
+        let ready = log.with_extension("jsonl.ready");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "the AWS upstream did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Upstream { child, port, log }
+    }
+
+    /// Every request the upstream received, one JSON object each.
+    fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn declaration(services: &str) -> String {
+    format!(
+        r#"version: 1
+secrets:
+  aws_prod:
+    sign: aws-sigv4
+    from:
+      access_key_id: {{ env: AWS_ACCESS_KEY_ID }}
+      secret_access_key: {{ env: AWS_SECRET_ACCESS_KEY }}
+    hosts: [{S3}, {STS}]
+    services: [{services}]
+    regions: [eu-west-1]
+egress:
+  allow_ips: ["127.0.0.1/32"]
+"#
+    )
+}
+
+/// A launch holding the real key in sluice's environment (as an operator's shell would),
+/// with the AWS CLI configured for path-style SigV4 against the local upstream.
+fn launch(pki: &TestPki, dir: &Path, services: &str) -> Launch {
+    let config = dir.join("aws-config");
+    std::fs::write(
+        &config,
+        "[default]\nregion = eu-west-1\ns3 =\n  addressing_style = path\n  signature_version = s3v4\n",
+    )
+    .unwrap();
+    Launch::new(pki)
+        .policy(&declaration(services))
+        .resolve(S3)
+        .resolve(STS)
+        .env("AWS_ACCESS_KEY_ID", REAL_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", REAL_SECRET)
+        .env("AWS_CONFIG_FILE", config)
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("VENV", python_venv())
+        .cwd(dir)
+}
+
+fn assert_no_real_key(what: &str, text: &str) {
+    assert!(
+        !text.contains(REAL_KEY_ID),
+        "{what} holds the real key id:\n{text}"
+    );
+    assert!(
+        !text.contains(REAL_SECRET),
+        "{what} holds the real secret:\n{text}"
+    );
+}
+
+#[test]
+fn the_aws_cli_and_boto3_sign_with_placeholders_and_sluice_re_signs_with_the_real_key() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(&pki, dir.path());
+    let port = upstream.port;
+    let script = format!(
+        r#"set -eu
+aws="$VENV/bin/aws"
+s3="https://{S3}:{port}"
+echo "env: $(env | grep '^AWS_' | sort | tr '\n' ' ')"
+echo hello > hello.txt
+"$aws" --endpoint-url "$s3" s3 cp hello.txt s3://sluice-test/hello.txt --no-progress >/dev/null 2>&1 || echo "cp needs aws-chunked"
+"$aws" --endpoint-url "$s3" s3 ls
+url=$("$aws" --endpoint-url "$s3" s3 presign s3://sluice-test/hello.txt)
+echo "presigned: $(curl -s -o /dev/null -w '%{{http_code}}' "$url")"
+"$aws" --endpoint-url "https://{STS}:{port}" sts get-caller-identity --output text
+"$VENV/bin/python" - <<'PY'
+import boto3
+s3 = boto3.client("s3", endpoint_url="https://{S3}:{port}", region_name="eu-west-1",
+                  config=boto3.session.Config(s3={{"addressing_style": "path"}}))
+print("buckets:", [b["Name"] for b in s3.list_buckets()["Buckets"]])
+PY
+"#
+    );
+    let out = launch(&pki, dir.path(), "s3, sts").run(&["bash", "-c", &script]);
+    out.assert_success("the AWS CLI and boto3");
+    assert!(out.stdout.contains("sluice-test"), "{}", out.stdout);
+    assert!(out.stdout.contains("presigned: 200"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("buckets: ['sluice-test']"),
+        "{}",
+        out.stdout
+    );
+    // The sandbox holds placeholders under the names SDKs read.
+    let env_line = out.stdout.lines().find(|l| l.starts_with("env:")).unwrap();
+    assert!(env_line.contains("AWS_ACCESS_KEY_ID=SLUICE"), "{env_line}");
+    assert!(
+        env_line.contains("AWS_PROD_SECRET_ACCESS_KEY=SLUICE_"),
+        "{env_line}"
+    );
+    // STS answers with the key id it saw, the real one: redacted on its way back.
+    let identity = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("123456789012"))
+        .unwrap();
+    assert!(identity.contains("SLUICE"), "{identity}");
+    for (what, text) in [
+        ("stdout", &out.stdout),
+        ("stderr", &out.stderr),
+        ("the audit log", &out.audit),
+    ] {
+        assert_no_real_key(what, text);
+    }
+    // Every request that reached the upstream verified with the real key.
+    let requests = upstream.requests();
+    assert!(requests.len() >= 4, "{requests:?}");
+    for request in &requests {
+        if request["path"] == "/sluice-test/hello.txt" && request["method"] == "PUT" {
+            continue;
+        }
+        assert_eq!(request["verified"], true, "{request}");
+    }
+    assert!(
+        requests.iter().any(|r| r["form"] == "query"),
+        "the presigned URL reached it"
+    );
+    assert!(
+        requests.iter().any(|r| r["service"] == "sts"),
+        "the STS call reached it"
+    );
+    // Each re-signing is a swap at location signature, service and region in the reason.
+    let swaps: Vec<&str> = out
+        .audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"swap\"") && l.contains("\"location\":\"signature\""))
+        .collect();
+    assert!(swaps.len() >= 4, "{}", out.audit);
+    assert!(
+        swaps.iter().all(|l| l.contains("\"secret\":\"aws_prod\"")),
+        "{swaps:?}"
+    );
+    assert!(
+        swaps
+            .iter()
+            .any(|l| l.contains("service sts, region eu-west-1")),
+        "{swaps:?}"
+    );
+}
+
+#[test]
+fn a_signature_the_placeholder_key_did_not_make_or_an_ungranted_scope_is_refused_and_nothing_is_sent()
+ {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(&pki, dir.path());
+    let port = upstream.port;
+    let script = format!(
+        r#"set -u
+aws="$VENV/bin/aws"
+# Signed with another secret under the placeholder key id: a forgery, or a client that
+# mangled its key.
+AWS_SECRET_ACCESS_KEY=not-the-placeholder-secret-0123456789abcdef "$aws" --endpoint-url "https://{S3}:{port}" s3 ls 2>&1 | tail -1
+# A region the secret is not granted.
+"$aws" --region us-east-1 --endpoint-url "https://{S3}:{port}" s3 ls 2>&1 | tail -1
+# A service the secret is not granted (sts is not among its services here).
+"$aws" --endpoint-url "https://{STS}:{port}" sts get-caller-identity 2>&1 | tail -1
+"#
+    );
+    let out = launch(&pki, dir.path(), "s3").run(&["bash", "-c", &script]);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        upstream.requests().len(),
+        0,
+        "nothing reached the upstream: {:?}",
+        upstream.requests()
+    );
+    let refusals: Vec<&str> = out
+        .audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"refuse\""))
+        .collect();
+    let has = |code: &str| {
+        refusals
+            .iter()
+            .any(|l| l.contains(&format!("\"reason\":\"{code}\"")))
+    };
+    assert!(has("signature-invalid"), "{}", out.audit);
+    assert!(has("signing-not-granted"), "{}", out.audit);
+    assert!(out.stdout.contains("403"), "{}", out.stdout);
+    for (what, text) in [
+        ("stdout", &out.stdout),
+        ("stderr", &out.stderr),
+        ("the audit log", &out.audit),
+    ] {
+        assert_no_real_key(what, text);
+    }
+}
