@@ -1,6 +1,6 @@
 //! AWS Signature Version 4: find the signature a request carries ([`Claim::find`]), check
 //! that the placeholder key made it ([`Claim::verify`]), and sign the request again with the
-//! real key ([`Claim::resign`]).
+//! real key ([`Verified::resign`]); for aws-chunked bodies, every chunk too ([`chunked`]).
 //!
 //! Both forms are covered: the `Authorization` header and the presigned query
 //! (`X-Amz-Signature`). The canonical request, the string to sign and the HMAC chain are
@@ -12,6 +12,7 @@
 //! `X-Amz-Date` the verified claim names, and a request whose signed headers the signer
 //! would read differently is refused, not repaired.
 
+pub mod chunked;
 mod claim;
 mod error;
 mod sign;
