@@ -83,6 +83,31 @@ impl Plan {
         self.swap_form
     }
 
+    /// The same plan for a message whose bytes may not change (a signed aws-chunked body,
+    /// whose lengths are signed): every swap and every redaction becomes a refusal, so that
+    /// what passes passes exactly as it came.
+    pub fn keeping_length(&self) -> Self {
+        Self {
+            placeholders: self
+                .placeholders
+                .iter()
+                .map(|&a| match a {
+                    OnPlaceholder::Swap => OnPlaceholder::Refuse,
+                    other => other,
+                })
+                .collect(),
+            values: self
+                .values
+                .iter()
+                .map(|&a| match a {
+                    OnValue::Redact => OnValue::Refuse,
+                    other => other,
+                })
+                .collect(),
+            swap_form: self.swap_form,
+        }
+    }
+
     /// What happens to this secret's placeholder.
     pub fn on_placeholder(&self, id: SecretId) -> OnPlaceholder {
         self.placeholders
@@ -122,6 +147,34 @@ mod tests {
         plan.set(id, OnPlaceholder::Swap, OnValue::Keep);
         assert_eq!(plan.on_placeholder(id), OnPlaceholder::Swap);
         assert_eq!(plan.on_value(id), OnValue::Keep);
+    }
+
+    #[test]
+    fn a_plan_keeping_length_refuses_what_would_change_a_byte_and_keeps_the_rest() {
+        let mut b = Guard::builder();
+        let swapped = b
+            .add(
+                "s",
+                Placeholder::mint("s", &[1; NONCE_LEN]),
+                SecretValue::from("abcdefghij"),
+            )
+            .unwrap();
+        let kept = b
+            .add(
+                "k",
+                Placeholder::mint("k", &[2; NONCE_LEN]),
+                SecretValue::from("klmnopqrst"),
+            )
+            .unwrap();
+        let g = b.build().unwrap();
+        let mut plan = Plan::refuse_all(&g);
+        plan.set(swapped, OnPlaceholder::Swap, OnValue::Redact);
+        plan.set(kept, OnPlaceholder::Keep, OnValue::Keep);
+        let plan = plan.keeping_length();
+        assert_eq!(plan.on_placeholder(swapped), OnPlaceholder::Refuse);
+        assert_eq!(plan.on_value(swapped), OnValue::Refuse);
+        assert_eq!(plan.on_placeholder(kept), OnPlaceholder::Keep);
+        assert_eq!(plan.on_value(kept), OnValue::Keep);
     }
 
     #[test]

@@ -72,8 +72,9 @@ async fn intercepted_steps(
     // A request signed with a signing secret's placeholders is checked as the client sent
     // it; its signature stays out of the scan until the request is signed again.
     let signing_cx = signing_context(shared);
+    let stopped = StoppedBody::default();
     let (signing, incoming) =
-        signing::verify(signing_cx, &tunnel.target, &mut parts, incoming).await?;
+        signing::verify(signing_cx, &tunnel.target, &mut parts, incoming, &stopped).await?;
     // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
     let upgrade = headers::upgrade_protocol(&parts.version, &parts.headers);
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
@@ -89,9 +90,16 @@ async fn intercepted_steps(
         Some(_) => Buffering::Always,
         None => Buffering::WhenLengthKnown,
     };
-    let stopped = StoppedBody::default();
+    // A signed aws-chunked body's lengths are signed: its scan keeps or refuses, never swaps.
+    let keep_length = signing.as_ref().is_some_and(signing::Pending::keeps_length);
     let body = scan_body(
-        &outbound, &mut parts, incoming, &stopped, buffering, shared, exchange,
+        &outbound,
+        &mut parts,
+        incoming,
+        &stopped,
+        (buffering, keep_length),
+        shared,
+        exchange,
     )
     .await?;
     // Signed again with the real key, over the request as it leaves.
@@ -159,7 +167,13 @@ async fn plain_steps(
     let buffering = Buffering::WhenLengthKnown;
     let incoming = signing::RequestBody::Arriving(incoming);
     let body = scan_body(
-        &outbound, &mut parts, incoming, &stopped, buffering, shared, exchange,
+        &outbound,
+        &mut parts,
+        incoming,
+        &stopped,
+        (buffering, false),
+        shared,
+        exchange,
     )
     .await?;
     // Upstream, and the response redacted on its way back.
@@ -258,7 +272,7 @@ async fn scan_body(
     parts: &mut Parts,
     incoming: signing::RequestBody,
     stopped: &StoppedBody,
-    buffering: Buffering,
+    (buffering, keep_length): (Buffering, bool),
     shared: &Shared,
     exchange: &Exchange,
 ) -> Result<Body, Refusal> {
@@ -267,6 +281,7 @@ async fn scan_body(
         guard: &shared.guard,
         limits: &shared.limits,
         buffering,
+        keep_length,
     };
     request_body::scan(step, parts, incoming, stopped, exchange.reporter("body")).await
 }
@@ -318,9 +333,14 @@ async fn send(
                     let refused = GuardError::Refused(refused.refusal);
                     sent.outbound.refusal(refused, &Place::Body)
                 }
-                None => {
-                    Refusal::from_send(&error, shared.upstream.timeouts(), destination.authority())
-                }
+                None => match sent.stopped.take_refusal() {
+                    Some(refusal) => refusal,
+                    None => Refusal::from_send(
+                        &error,
+                        shared.upstream.timeouts(),
+                        destination.authority(),
+                    ),
+                },
             };
             // A body sluice cut was recorded by its own report, as it was cut.
             return Err(if sent.stopped.was_cut() {

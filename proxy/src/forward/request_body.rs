@@ -44,6 +44,9 @@ pub struct BodyStep<'a> {
     pub limits: &'a Limits,
     /// Whether the body must be read whole whatever its framing.
     pub buffering: Buffering,
+    /// Whether its bytes may not change (a signed aws-chunked body): swaps and redactions
+    /// are refused instead.
+    pub keep_length: bool,
 }
 
 /// The request body on its way out: scanned as it streams, or buffered up to the bound and
@@ -66,6 +69,7 @@ where
         guard,
         limits,
         buffering,
+        keep_length,
     } = step;
     // A run with no secret has nothing to find: the body passes as it came.
     if guard.is_empty() {
@@ -77,6 +81,11 @@ where
         return Ok(body::empty());
     }
     let plan = outbound.body_plan(parts);
+    let plan = if keep_length {
+        plan.keeping_length()
+    } else {
+        plan
+    };
     let codings = codec::content_codings(&parts.headers).map_err(|e| {
         Refusal::bad_request(format!(
             "the request body cannot be scanned: {e}; send it uncompressed"
@@ -198,6 +207,8 @@ pub struct StoppedBody(Arc<std::sync::Mutex<Stopped>>);
 #[derive(Default)]
 struct Stopped {
     refused: Option<StreamRefused>,
+    /// A refusal by a step before the scan (an aws-chunked chunk whose signature failed).
+    other: Option<Refusal>,
     cut: bool,
 }
 
@@ -216,6 +227,20 @@ impl StoppedBody {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .refused
+            .take()
+    }
+
+    /// Leaves the refusal a step outside the scan stopped the body with.
+    pub fn refuse(&self, refusal: Refusal) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).other = Some(refusal);
+    }
+
+    /// The refusal a step outside the scan stopped the body with, if one did.
+    pub fn take_refusal(&self) -> Option<Refusal> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .other
             .take()
     }
 
@@ -271,6 +296,7 @@ egress:
             guard: &guard,
             limits: &limits,
             buffering: Buffering::WhenLengthKnown,
+            keep_length: false,
         };
         let stopped = StoppedBody::default();
         let reported: Arc<Mutex<Option<Option<Refusal>>>> = Arc::default();

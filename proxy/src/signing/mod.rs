@@ -9,7 +9,10 @@
 //! real session token, and (where the body is hashed) the body as rewritten.
 //!
 //! It decides no grant (`Policy::may_sign` does) and computes no signature (`sluice-sign`
-//! does); it never writes a real part anywhere but into the request that leaves.
+//! does); it never writes a real part anywhere but into the request that leaves. An
+//! aws-chunked body's framing and chunk signatures are `chunked`'s.
+
+mod chunked;
 
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, HOST};
@@ -32,8 +35,12 @@ use crate::authority::Target;
 use crate::body::{self, Body};
 use crate::config::Limits;
 use crate::exchange::Exchange;
+use crate::forward::request_body::StoppedBody;
 use crate::refusal::Refusal;
 use crate::tunnel::Destination;
+
+use chunked::{Rechunk, SharedFraming, Unchunk};
+use sluice_sign::aws_sigv4::chunked::{ChunkChain, Mode};
 
 /// The audit log's `location` for what a signer does.
 const LOCATION: &str = "signature";
@@ -45,19 +52,33 @@ pub(crate) enum RequestBody {
     Arriving(Incoming),
     /// Read whole; taken once.
     Read(Option<Bytes>),
+    /// aws-chunked, unframed as it arrives (its chunk signatures checked on the way): where
+    /// a refusal is left, and the signing secret's name for it.
+    Unframed(Box<Unchunk>, StoppedBody, String),
 }
 
 impl http_body::Body for RequestBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         match self.get_mut() {
-            Self::Arriving(incoming) => Pin::new(incoming).poll_frame(cx),
+            Self::Arriving(incoming) => Pin::new(incoming).poll_frame(cx).map_err(|_| BodyError),
             Self::Read(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Self::Unframed(unchunk, stopped, secret) => {
+                match std::task::ready!(Pin::new(&mut **unchunk).poll_frame(cx)) {
+                    Some(Err(error)) => {
+                        // The client is told why, not that the upstream failed.
+                        stopped.refuse(chunked::refusal(secret, &*error));
+                        Poll::Ready(Some(Err(BodyError)))
+                    }
+                    Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
+                    None => Poll::Ready(None),
+                }
+            }
         }
     }
 
@@ -65,6 +86,7 @@ impl http_body::Body for RequestBody {
         match self {
             Self::Arriving(incoming) => incoming.is_end_stream(),
             Self::Read(bytes) => bytes.is_none(),
+            Self::Unframed(unchunk, ..) => unchunk.is_end_stream(),
         }
     }
 
@@ -72,9 +94,16 @@ impl http_body::Body for RequestBody {
         match self {
             Self::Arriving(incoming) => incoming.size_hint(),
             Self::Read(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Self::Unframed(unchunk, ..) => unchunk.size_hint(),
         }
     }
 }
+
+/// A request body that did not arrive whole: the client's connection failed, or an
+/// aws-chunked body was refused (the refusal is in the body step's [`StoppedBody`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive whole")]
+pub(crate) struct BodyError;
 
 /// Each signing secret's two credentials: the placeholders the sandbox signs with, and the
 /// real ones sluice signs with. Indexed as [`Policy::signers`].
@@ -143,6 +172,24 @@ pub(crate) struct Pending {
     signer: usize,
     verified: Verified,
     canon: Canonicalization,
+    chunked: Option<Chunked>,
+}
+
+/// An aws-chunked body's state between the way in and the way out: its framing, and the
+/// headers held out of the scan (its coding, which the scan would not know, and its length,
+/// which the scan would recompute) and written back before the request is signed again.
+struct Chunked {
+    mode: Mode,
+    framing: SharedFraming,
+    content_encoding: Option<HeaderValue>,
+    content_length: Option<HeaderValue>,
+}
+
+impl Pending {
+    /// Whether the body's bytes may not change (aws-chunked: its lengths are signed).
+    pub(crate) fn keeps_length(&self) -> bool {
+        self.chunked.is_some()
+    }
 }
 
 /// What [`verify`] needs of the proxy.
@@ -166,6 +213,7 @@ pub(crate) async fn verify(
     target: &Target,
     parts: &mut Parts,
     incoming: Incoming,
+    stopped: &StoppedBody,
 ) -> Result<(Option<Pending>, RequestBody), Refusal> {
     if cx.signers.is_empty() {
         return Ok((None, RequestBody::Arriving(incoming)));
@@ -246,13 +294,88 @@ pub(crate) async fn verify(
         };
         parts.uri = with_path_and_query(&parts.uri, &unsigned)?;
     }
+    // An aws-chunked body: unframed on its way in, its chunks checked by the placeholder key.
+    let mode = match claim.payload() {
+        sluice_sign::aws_sigv4::Payload::Declared(declared) => Mode::of_payload(declared),
+        _ => None,
+    };
+    let (body, chunked) = match (mode, body) {
+        (Some(mode), RequestBody::Arriving(incoming)) => {
+            let (unchunk, chunked) = unframe(cx, parts, incoming, mode, &verified, keys)?;
+            let body = RequestBody::Unframed(Box::new(unchunk), stopped.clone(), keys.name.clone());
+            (body, Some(chunked))
+        }
+        (_, body) => (body, None),
+    };
     Ok((
         Some(Pending {
             signer,
             verified,
             canon,
+            chunked,
         }),
         body,
+    ))
+}
+
+/// The way in of an aws-chunked body, and the headers held out of the scan.
+fn unframe(
+    cx: Context<'_>,
+    parts: &mut Parts,
+    incoming: Incoming,
+    mode: Mode,
+    verified: &Verified,
+    keys: &Keys,
+) -> Result<(Unchunk, Chunked), Refusal> {
+    let content_encoding = parts.headers.remove(http::header::CONTENT_ENCODING);
+    if let Some(value) = &content_encoding {
+        let codings: Vec<String> = value
+            .to_str()
+            .unwrap_or("?")
+            .split(',')
+            .map(|c| c.trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty())
+            .collect();
+        if codings != ["aws-chunked"] {
+            return Err(Refusal::bad_request(format!(
+                "sluice scans an aws-chunked body only without another content coding (this one is `{}`); upload it with Content-Encoding: aws-chunked alone",
+                codings.join(", ")
+            )));
+        }
+    }
+    let declared = parts
+        .headers
+        .get("x-amz-decoded-content-length")
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .ok_or_else(|| {
+            Refusal::bad_request(
+                "an aws-chunked body needs x-amz-decoded-content-length: the length of its data",
+            )
+        })?;
+    let content_length = parts.headers.remove(CONTENT_LENGTH);
+    // The placeholder key's chain, from the request's own signature.
+    let claim = verified.claim();
+    let chain = match mode {
+        Mode::Signed => Some(ChunkChain::new(&keys.placeholder, claim, claim.signature())),
+        Mode::Unsigned => None,
+    };
+    let framing = SharedFraming::default();
+    let unchunk = Unchunk::new(
+        incoming,
+        mode,
+        chain,
+        cx.limits.max_buffered_body as u64,
+        declared,
+        framing.clone(),
+    );
+    Ok((
+        unchunk,
+        Chunked {
+            mode,
+            framing,
+            content_encoding,
+            content_length,
+        },
     ))
 }
 
@@ -270,6 +393,17 @@ impl Pending {
     ) -> Result<Body, Refusal> {
         let keys = &cx.signers.keys[self.signer];
         let claim = self.verified.claim();
+        if let Some(chunked) = &self.chunked {
+            // Its coding and length as the client signed them: the body leaves as framed.
+            if let Some(value) = &chunked.content_encoding {
+                parts
+                    .headers
+                    .insert(http::header::CONTENT_ENCODING, value.clone());
+            }
+            if let Some(value) = &chunked.content_length {
+                parts.headers.insert(CONTENT_LENGTH, value.clone());
+            }
+        }
         let (body, body_hash) = if claim.payload().hashes_body() {
             let bytes = read_whole(body, parts, cx.limits).await?;
             let hash = sha256_hex(&bytes);
@@ -303,6 +437,16 @@ impl Pending {
         if let Some(path_and_query) = &signed.path_and_query {
             parts.uri = with_path_and_query(&parts.uri, path_and_query)?;
         }
+        let body = match self.chunked {
+            Some(chunked) => {
+                let chain = match chunked.mode {
+                    Mode::Signed => Some(ChunkChain::new(&keys.real, claim, &signed.signature)),
+                    Mode::Unsigned => None,
+                };
+                BodyExt::boxed(Rechunk::new(body, chain, chunked.framing))
+            }
+            None => body,
+        };
         let scope = claim.scope();
         exchange.record(
             exchange
