@@ -249,6 +249,8 @@ fn a_signature_the_placeholder_key_did_not_make_or_an_ungranted_scope_is_refused
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start(&pki, dir.path());
     let port = upstream.port;
+    let chunked = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/aws_chunked_client.py");
+    let chunked = chunked.display();
     let script = format!(
         r#"set -u
 aws="$VENV/bin/aws"
@@ -259,15 +261,30 @@ AWS_SECRET_ACCESS_KEY=not-the-placeholder-secret-0123456789abcdef "$aws" --endpo
 "$aws" --region us-east-1 --endpoint-url "https://{S3}:{port}" s3 ls 2>&1 | tail -1
 # A service the secret is not granted (sts is not among its services here).
 "$aws" --endpoint-url "https://{STS}:{port}" sts get-caller-identity 2>&1 | tail -1
+# A signed aws-chunked upload with a chunk changed after it was signed.
+head -c 300000 /dev/zero > zeros.bin
+"$VENV/bin/python" "{chunked}" --tamper "https://{S3}:{port}/sluice-test/tampered.bin" zeros.bin eu-west-1 s3 2>&1 | tail -1
+# A placeholder in an upload's data: never swapped there, refused.
+echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
+"$aws" --endpoint-url "https://{S3}:{port}" s3 cp leak.txt s3://sluice-test/leak.txt 2>&1 | tail -1
 "#
     );
-    let out = launch(&pki, dir.path(), "s3").run(&["bash", "-c", &script]);
+    // The signer's own tracing is asked for: it must stay silent about the real key.
+    let out = launch(&pki, dir.path(), "s3")
+        .env(
+            "RUST_LOG",
+            "aws_sigv4=trace,sluice_sign=trace,sluice_proxy=debug",
+        )
+        .run(&["bash", "-c", &script]);
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(
-        upstream.requests().len(),
-        0,
-        "nothing reached the upstream: {:?}",
-        upstream.requests()
+    // Of all these, only the tampered upload's head (its signature was the placeholder
+    // key's) and its checked first bytes reached the upstream, and it never completed.
+    let reached = upstream.requests();
+    assert!(
+        reached
+            .iter()
+            .all(|r| r["path"] == "/sluice-test/tampered.bin" && r["verified"] != true),
+        "only the cut upload reached the upstream, unfinished: {reached:?}"
     );
     let refusals: Vec<&str> = out
         .audit
@@ -281,6 +298,16 @@ AWS_SECRET_ACCESS_KEY=not-the-placeholder-secret-0123456789abcdef "$aws" --endpo
     };
     assert!(has("signature-invalid"), "{}", out.audit);
     assert!(has("signing-not-granted"), "{}", out.audit);
+    assert!(has("placeholder-not-granted"), "{}", out.audit);
+    let signature_refusals = refusals
+        .iter()
+        .filter(|l| l.contains("signature-invalid"))
+        .count();
+    assert_eq!(
+        signature_refusals, 2,
+        "the forged signature and the tampered chunk: {}",
+        out.audit
+    );
     assert!(out.stdout.contains("403"), "{}", out.stdout);
     for (what, text) in [
         ("stdout", &out.stdout),

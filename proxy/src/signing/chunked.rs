@@ -78,8 +78,8 @@ pub(crate) fn refusal(secret: &str, error: &(dyn std::error::Error + 'static)) -
 }
 
 /// The way in: aws-chunked bytes from the client, plain data out.
-pub(crate) struct Unchunk {
-    inner: Incoming,
+pub(crate) struct Unchunk<B = Incoming> {
+    inner: B,
     unframer: Unframer,
     /// The placeholder key's chain, in signed mode.
     chain: Option<ChunkChain>,
@@ -91,11 +91,11 @@ pub(crate) struct Unchunk {
     ended: bool,
 }
 
-impl Unchunk {
+impl<B> Unchunk<B> {
     /// Reads `inner` as `mode` framing, checking each chunk with `chain` (signed mode), its
     /// chunks at most `max_chunk` bytes and its data `declared` bytes in all.
     pub(crate) fn new(
-        inner: Incoming,
+        inner: B,
         mode: Mode,
         chain: Option<ChunkChain>,
         max_chunk: u64,
@@ -150,7 +150,11 @@ impl Unchunk {
     }
 }
 
-impl HttpBody for Unchunk {
+impl<B> HttpBody for Unchunk<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
     type Data = Bytes;
     type Error = BoxError;
 
@@ -183,7 +187,7 @@ impl HttpBody for Unchunk {
                         return Poll::Ready(Some(Err(Box::new(error))));
                     }
                 }
-                Some(Err(error)) => return Poll::Ready(Some(Err(Box::new(error)))),
+                Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
                 None => {
                     this.ended = true;
                     let found = this.unframer.decoded();
@@ -332,5 +336,164 @@ impl HttpBody for Rechunk {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+    use proptest::prelude::*;
+    use sluice_sign::aws_sigv4::{Claim, Head};
+
+    use super::*;
+
+    const DATE: &str = "20261202T101500Z";
+
+    fn key(id: &str, secret: &str) -> sluice_sign::aws_sigv4::Credentials {
+        sluice_sign::aws_sigv4::Credentials::new(id, secret, None)
+    }
+
+    /// A claim for a signed-chunk upload: the chain needs its scope and date only.
+    fn claim() -> Claim {
+        let authorization = format!(
+            "AWS4-HMAC-SHA256 Credential=PLACEHOLDERKEYID0000/20261202/eu-west-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={}",
+            "0".repeat(64)
+        );
+        let headers = [
+            ("x-amz-date", DATE),
+            ("x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
+            ("authorization", authorization.as_str()),
+        ];
+        let head = Head {
+            method: "PUT",
+            host: "s3.eu-west-1.amazonaws.com",
+            path_and_query: "/b/k",
+            headers: headers.to_vec(),
+        };
+        Claim::find(&head).unwrap().unwrap()
+    }
+
+    /// `data` framed as a client frames it: chunks of `sizes` (cycled), each signed by
+    /// `chain` from `seed`, and the last empty chunk.
+    fn frame(data: &[u8], sizes: &[usize], chain: &mut ChunkChain) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = data;
+        for &size in sizes.iter().cycle() {
+            let take = size.min(rest.len());
+            let chunk = Bytes::copy_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            let signature = chain.sign(&chunk).unwrap();
+            out.extend_from_slice(format!("{take:x};chunk-signature={signature}\r\n").as_bytes());
+            out.extend_from_slice(&chunk);
+            out.extend_from_slice(b"\r\n");
+            if take == 0 {
+                break;
+            }
+        }
+        out
+    }
+
+    /// A body arriving in pieces of `split` bytes.
+    struct Pieces(VecDeque<Bytes>);
+
+    impl HttpBody for Pieces {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn stream(bytes: Vec<u8>, split: usize) -> Pieces {
+        Pieces(
+            bytes
+                .chunks(split.max(1))
+                .map(Bytes::copy_from_slice)
+                .collect(),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Whatever the data, the client's chunk sizes and how the bytes arrive, the upload
+        /// leaves with the same bytes in the same chunks, each signed by the real key, and
+        /// exactly as long as it came.
+        #[test]
+        fn signed_chunks_leave_as_they_came_signed_by_the_real_key(
+            data in proptest::collection::vec(any::<u8>(), 0..3000),
+            sizes in proptest::collection::vec(1usize..700, 1..4),
+            split in 1usize..500,
+        ) {
+            let claim = claim();
+            let placeholder = key("PLACEHOLDERKEYID0000", "placeholder-secret");
+            let real = key("AKIAREALREALREAL0000", "real-secret");
+            let seed = claim.signature().to_owned();
+            let sent = frame(&data, &sizes, &mut ChunkChain::new(&placeholder, &claim, &seed));
+            let framing = SharedFraming::default();
+            let unchunk = Unchunk::new(
+                stream(sent.clone(), split),
+                Mode::Signed,
+                Some(ChunkChain::new(&placeholder, &claim, &seed)),
+                1 << 20,
+                data.len() as u64,
+                framing.clone(),
+            );
+            let real_seed = "1".repeat(64);
+            let rechunk = Rechunk::new(
+                BodyExt::boxed(unchunk),
+                Some(ChunkChain::new(&real, &claim, &real_seed)),
+                framing,
+            );
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let out = runtime.block_on(rechunk.collect()).unwrap().to_bytes();
+            let expected = frame(&data, &sizes, &mut ChunkChain::new(&real, &claim, &real_seed));
+            prop_assert_eq!(out.len(), sent.len());
+            prop_assert_eq!(out.to_vec(), expected);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chunk_changed_after_signing_stops_the_body_before_its_bytes_go_on() {
+        let claim = claim();
+        let placeholder = key("PLACEHOLDERKEYID0000", "placeholder-secret");
+        let seed = claim.signature().to_owned();
+        let mut sent = frame(
+            b"first chunk|second chunk",
+            &[12],
+            &mut ChunkChain::new(&placeholder, &claim, &seed),
+        );
+        let at = sent.windows(6).position(|w| w == b"second").unwrap();
+        sent[at] = b'S';
+        let unchunk = Unchunk::new(
+            stream(sent, 7),
+            Mode::Signed,
+            Some(ChunkChain::new(&placeholder, &claim, &seed)),
+            1 << 20,
+            24,
+            SharedFraming::default(),
+        );
+        let mut body = BodyExt::boxed(unchunk);
+        let mut passed = Vec::new();
+        let error = loop {
+            match body.frame().await {
+                Some(Ok(frame)) => passed.extend_from_slice(&frame.into_data().unwrap()),
+                Some(Err(error)) => break error,
+                None => panic!("the changed chunk passed"),
+            }
+        };
+        assert_eq!(passed, b"first chunk|", "only the checked chunk went on");
+        assert!(matches!(
+            error.downcast_ref::<ChunkedError>(),
+            Some(ChunkedError::Signature)
+        ));
+        assert_eq!(
+            refusal("aws_prod", &*error).code,
+            crate::refusal::Code::SignatureInvalid
+        );
     }
 }
