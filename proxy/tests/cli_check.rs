@@ -123,6 +123,18 @@ decided at launch, not here (whether each source is set or readable on this mach
   github_token: read from the file /run/secrets/github_token
 ",
         ),
+        (
+            "aws-signing.yaml",
+            "ok: 1 secret(s) (0 swapped by the proxy, 0 redact-only, 1 that signs requests), 3 intercepted host pattern(s), 0 warning(s), 0 note(s)
+grants:
+  aws_prod.access_key_id: signs → s3.eu-west-1.amazonaws.com, *.s3.eu-west-1.amazonaws.com, bedrock-runtime.eu-west-1.amazonaws.com; the access_key_id part
+  aws_prod.secret_access_key: signs → s3.eu-west-1.amazonaws.com, *.s3.eu-west-1.amazonaws.com, bedrock-runtime.eu-west-1.amazonaws.com; the secret_access_key part
+reachable without a secret: none
+decided at launch, not here (whether each source is set or readable on this machine is not judged):
+  aws_prod.access_key_id: read from the environment variable AWS_ACCESS_KEY_ID
+  aws_prod.secret_access_key: read from the environment variable AWS_SECRET_ACCESS_KEY
+",
+        ),
     ];
     for (name, preview) in expected {
         let path = examples().join(name);

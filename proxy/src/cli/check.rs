@@ -45,11 +45,22 @@ pub(crate) fn run(args: &super::CheckArgs) -> ExitCode {
 /// The verdict line and the preview of a valid declaration, for a person.
 fn preview(file: &str, diagnostics: &Diagnostics, policy: &Policy) -> String {
     let secrets = policy.secrets();
-    let egress = secrets.iter().filter(|s| s.grants(Sink::Egress)).count();
+    let egress = secrets
+        .iter()
+        .filter(|s| s.grants(Sink::Egress) && s.signs().is_none())
+        .count();
     let redact_only = secrets.iter().filter(|s| s.is_redact_only()).count();
+    // A signing secret counts once, its parts (each a secret of its own) not at all.
+    let signing = policy.signers().len();
+    let parts = secrets.iter().filter(|s| s.signs().is_some()).count();
+    let signing = if signing > 0 {
+        format!(", {signing} that signs requests")
+    } else {
+        String::new()
+    };
     let mut out = format!(
-        "{file}: ok: {} secret(s) ({egress} swapped by the proxy, {redact_only} redact-only), {} intercepted host pattern(s), {} warning(s), {} note(s)\n",
-        secrets.len(),
+        "{file}: ok: {} secret(s) ({egress} swapped by the proxy, {redact_only} redact-only{signing}), {} intercepted host pattern(s), {} warning(s), {} note(s)\n",
+        secrets.len() - parts + policy.signers().len(),
         policy.intercepted_hosts().len(),
         diagnostics.warnings().count(),
         diagnostics.notes().count(),
