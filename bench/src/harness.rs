@@ -179,6 +179,7 @@ pub(crate) async fn run(plan: Plan) -> Result<Report, BenchError> {
         tls: ClientTls::trusting(&upstream_ca)?,
         upstream: upstream.addr(),
         authorization: HeaderValue::from_static(FOREIGN_PLACEHOLDER),
+        headers: Vec::new(),
     };
     let control = control_route.open(Proto::H1).await?;
     let context = Context {
@@ -296,6 +297,7 @@ async fn start(spec: &PeerSpec, context: &Context) -> Result<Running, Start> {
             tls: ClientTls::trusting(ca)?,
             upstream: context.upstream.addr(),
             authorization: foreign.clone(),
+            headers: Vec::new(),
         })
     };
     match spec {
@@ -305,6 +307,7 @@ async fn start(spec: &PeerSpec, context: &Context) -> Result<Running, Start> {
                 tls: ClientTls::trusting(&context.upstream_ca)?,
                 upstream: context.upstream.addr(),
                 authorization: foreign.clone(),
+                headers: Vec::new(),
             }),
             process: None,
             expect: Expect::PassThrough,

@@ -268,6 +268,7 @@ async fn throughput(args: &JailArgs) -> Result<Paths, BenchError> {
         tls: ClientTls::trusting(&dir.join("ca.pem"))?,
         upstream: upstream.addr(),
         authorization: authorization.clone(),
+        headers: Vec::new(),
     });
     // The same upstream port at an address the rules redirect: named by its SNI.
     let transparent = Arc::new(Route {
@@ -275,6 +276,7 @@ async fn throughput(args: &JailArgs) -> Result<Paths, BenchError> {
         tls: ClientTls::trusting(&dir.join("ca.pem"))?,
         upstream: ([127, 0, 0, 2], upstream.addr().port()).into(),
         authorization,
+        headers: Vec::new(),
     });
     let pid = sluice
         .pid()

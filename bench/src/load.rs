@@ -40,6 +40,8 @@ pub(crate) struct Route {
     pub(crate) upstream: SocketAddr,
     /// The `Authorization` header every request carries.
     pub(crate) authorization: HeaderValue,
+    /// Other headers every request carries (a SigV4 signature's `x-amz-date`, say).
+    pub(crate) headers: Vec<(http::HeaderName, HeaderValue)>,
 }
 
 /// A proxy's address and the `Proxy-Authorization` it wants.
@@ -52,7 +54,7 @@ pub(crate) struct ProxyAccess {
 
 impl Route {
     /// `localhost:PORT`: the CONNECT target and the `Host` / `:authority`.
-    fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         format!("{UPSTREAM_HOST}:{}", self.upstream.port())
     }
 
@@ -115,6 +117,9 @@ impl Route {
         request
             .headers_mut()
             .insert(http::header::AUTHORIZATION, self.authorization.clone());
+        for (name, value) in &self.headers {
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
         request
     }
 }

@@ -30,6 +30,7 @@ mod listen;
 mod load;
 mod pki;
 mod report;
+mod signing;
 mod sluice_peer;
 mod soak;
 mod upstream;
@@ -65,6 +66,9 @@ enum Role {
     /// CPU per request at 16 connections), and `sluice run -- true` start-up with the jail
     /// against `--no-jail`.
     Jail(jail::JailArgs),
+    /// What re-signing costs: a SigV4-signed GET against a header swap (CPU per request at
+    /// 16 connections), and a signed aws-chunked upload against an unsigned one.
+    Signing(signing::SigningArgs),
     /// A soak: sluice under mixed load and upstream faults for `--secs`, checking that it
     /// never panics or leaks the secret and that its memory and descriptors stay flat.
     Soak(soak::SoakArgs),
@@ -207,6 +211,7 @@ fn main() -> ExitCode {
         Some(Role::Sluice(args)) => sluice_peer::run(args).map(|()| ExitCode::SUCCESS),
         Some(Role::Soak(args)) => soak::run(args),
         Some(Role::Jail(args)) => jail::run(args),
+        Some(Role::Signing(args)) => signing::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

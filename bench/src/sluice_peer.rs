@@ -83,7 +83,7 @@ impl Mode {
 /// What `sluice-bench sluice` takes.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SluiceArgs {
-    /// Where to write `ca.pem`, `proxy-url`, `placeholder` and `audit.jsonl`.
+    /// Where to write `ca.pem`, `proxy-url`, `placeholder`, `placeholders` and `audit.jsonl`.
     #[arg(long)]
     pub(crate) dir: PathBuf,
     /// The upstream's CA (PEM).
@@ -168,6 +168,13 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
         write(&args.dir.join("proxy-url"), &proxy.proxy_url())?;
         let placeholder = proxy.placeholders().get(SECRET).unwrap_or_default();
         write(&args.dir.join("placeholder"), placeholder)?;
+        // Every secret's, as `placeholders.env` has them (a signing secret's parts too).
+        let all: String = proxy
+            .placeholders()
+            .iter()
+            .map(|(name, placeholder)| format!("{name}={placeholder}\n"))
+            .collect();
+        write(&args.dir.join("placeholders"), &all)?;
         crate::child::announce_ready(proxy.local_addr())?;
         crate::child::stdin_closed().await;
         proxy

@@ -85,9 +85,14 @@ pub(crate) fn run(args: &UpstreamArgs) -> Result<(), BenchError> {
         tokio::spawn(accept_tls(listener, TlsAcceptor::from(config), move |_| {
             state.handshakes.fetch_add(1, Ordering::Relaxed);
             let state = state.clone();
-            service_fn(move |request| {
+            service_fn(move |request: Request<Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&request, &state)) }
+                async move {
+                    if request.uri().path() == "/upload" {
+                        return Ok::<_, Infallible>(upload(request).await);
+                    }
+                    Ok::<_, Infallible>(answer(&request, &state))
+                }
             })
         }));
         crate::child::announce_ready(addr)?;
@@ -112,6 +117,26 @@ pub(crate) fn large_block(value: &[u8]) -> Bytes {
 }
 
 type Reply = BoxBody<Bytes, Infallible>;
+
+/// `/upload`: reads the request body to its end and answers how many bytes it held (an
+/// upload's sink; nothing is kept).
+async fn upload(request: Request<Incoming>) -> Response<Reply> {
+    let mut body = request.into_body();
+    let mut bytes = 0u64;
+    let mut status = StatusCode::OK;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => bytes += frame.data_ref().map_or(0, |d| d.len() as u64),
+            Err(_) => {
+                status = StatusCode::BAD_REQUEST;
+                break;
+            }
+        }
+    }
+    let mut response = Response::new(Full::new(Bytes::from(format!("{bytes}\n"))).boxed());
+    *response.status_mut() = status;
+    response
+}
 
 fn answer(request: &Request<Incoming>, state: &State) -> Response<Reply> {
     let reply = |status: StatusCode, body: Reply| {

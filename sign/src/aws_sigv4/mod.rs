@@ -23,7 +23,7 @@ use std::fmt;
 
 pub use claim::{Claim, Form, Head, Payload, Scope, without_signing_params};
 pub use error::{Invalid, Malformed};
-pub use sign::{Signed, Verified};
+pub use sign::{Signed, Verified, sign_as_client};
 
 use zeroize::Zeroizing;
 

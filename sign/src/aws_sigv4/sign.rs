@@ -15,7 +15,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::claim::{Claim, Form, Head, without_signing_params};
+use super::claim::{Claim, Form, Head, Scope, without_signing_params};
 use super::{Canonicalization, Credentials, Invalid};
 
 /// What SigV4 leaves unencoded in a query value: `A-Z a-z 0-9 - _ . ~`.
@@ -60,6 +60,58 @@ impl Verified {
     pub fn claim(&self) -> &Claim {
         &self.0
     }
+}
+
+/// Signs a request in the header form as a client does, for tests and benchmarks that play
+/// the sandbox: `signed_headers` (lowercase, ascending, `host` and `x-amz-date` among them)
+/// over `head`, which carries `x-amz-date` (and `x-amz-content-sha256` when signed). Returns
+/// the `Authorization` value and the claim it makes, whose signature seeds a chunk chain.
+///
+/// # Errors
+///
+/// [`Invalid`] when the signer refuses, or `head` lacks a signed header.
+pub fn sign_as_client(
+    head: &Head<'_>,
+    scope: Scope,
+    signed_headers: &[&str],
+    payload_hash: &str,
+    credentials: &Credentials,
+) -> Result<(String, Claim), Invalid> {
+    let date_time = head
+        .values("x-amz-date")
+        .next()
+        .ok_or_else(|| Invalid::MissingHeader("x-amz-date".into()))?;
+    let time =
+        super::claim::parse_date_time(date_time).map_err(|e| Invalid::Unsignable(e.to_string()))?;
+    let signed: Vec<String> = signed_headers.iter().map(|h| (*h).to_owned()).collect();
+    let payload = if signed.iter().any(|h| h == "x-amz-content-sha256") {
+        super::Payload::Declared(payload_hash.to_owned())
+    } else {
+        super::Payload::BodyHash
+    };
+    let mut claim = Claim {
+        form: Form::Header,
+        access_key_id: credentials.access_key_id().to_owned(),
+        scope,
+        session_token_signed: signed.iter().any(|h| h == "x-amz-security-token"),
+        signed_headers: signed,
+        signature: String::new(),
+        date_time: date_time.to_owned(),
+        time,
+        expires: None,
+        payload,
+        session_token: credentials.session_token().map(str::to_owned),
+    };
+    let canon = Canonicalization::for_service(&claim.scope.service);
+    let signed = Verified(claim.clone()).resign(head, payload_hash, credentials, canon)?;
+    let authorization = signed
+        .headers
+        .iter()
+        .find(|(name, _)| *name == "authorization")
+        .map(|(_, value)| value.to_string())
+        .ok_or_else(|| Invalid::Unsignable("no Authorization was written".into()))?;
+    claim.signature = signed.signature;
+    Ok((authorization, claim))
 }
 
 impl Claim {
