@@ -17,6 +17,7 @@ use sluice_integration_tests::pki::TestPki;
 
 const REAL_KEY_ID: &str = "AKIAREALKEY7EXAMPLE1";
 const REAL_SECRET: &str = "rEaLsEcReTkEy/0123456789+abcdefghijKLMNOP";
+const REAL_TOKEN: &str = "FwoGZXIvYXdzEREALTOKEN/with+slashes=and=equals0123456789";
 const S3: &str = "s3.eu-west-1.amazonaws.com";
 const STS: &str = "sts.eu-west-1.amazonaws.com";
 
@@ -28,7 +29,8 @@ struct Upstream {
 }
 
 impl Upstream {
-    fn start(pki: &TestPki, dir: &Path) -> Self {
+    /// The upstream, wanting `token` as the session token when one is given.
+    fn start(pki: &TestPki, dir: &Path, token: Option<&str>) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -37,7 +39,11 @@ impl Upstream {
         let (cert, key) = pki.leaf_files(&[S3, STS]);
         let log = dir.join("upstream.jsonl");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/aws_upstream.py");
-        let child = Command::new(python_venv().join("bin/python"))
+        let mut command = Command::new(python_venv().join("bin/python"));
+        if let Some(token) = token {
+            command.env("UPSTREAM_AWS_SESSION_TOKEN", token);
+        }
+        let child = command
             .arg(script)
             .arg("127.0.0.1")
             .arg(port.to_string())
@@ -74,7 +80,12 @@ impl Drop for Upstream {
     }
 }
 
-fn declaration(services: &str) -> String {
+fn declaration(services: &str, token: bool) -> String {
+    let token = if token {
+        "\n      session_token: { env: AWS_SESSION_TOKEN }"
+    } else {
+        ""
+    };
     format!(
         r#"version: 1
 secrets:
@@ -82,7 +93,7 @@ secrets:
     sign: aws-sigv4
     from:
       access_key_id: {{ env: AWS_ACCESS_KEY_ID }}
-      secret_access_key: {{ env: AWS_SECRET_ACCESS_KEY }}
+      secret_access_key: {{ env: AWS_SECRET_ACCESS_KEY }}{token}
     hosts: [{S3}, {STS}]
     services: [{services}]
     regions: [eu-west-1]
@@ -94,15 +105,19 @@ egress:
 
 /// A launch holding the real key in sluice's environment (as an operator's shell would),
 /// with the AWS CLI configured for path-style SigV4 against the local upstream.
-fn launch(pki: &TestPki, dir: &Path, services: &str) -> Launch {
+fn launch(pki: &TestPki, dir: &Path, services: &str, token: Option<&str>) -> Launch {
     let config = dir.join("aws-config");
     std::fs::write(
         &config,
         "[default]\nregion = eu-west-1\ns3 =\n  addressing_style = path\n  signature_version = s3v4\n",
     )
     .unwrap();
-    Launch::new(pki)
-        .policy(&declaration(services))
+    let launch = match token {
+        Some(token) => Launch::new(pki).env("AWS_SESSION_TOKEN", token),
+        None => Launch::new(pki),
+    };
+    launch
+        .policy(&declaration(services, token.is_some()))
         .resolve(S3)
         .resolve(STS)
         .env("AWS_ACCESS_KEY_ID", REAL_KEY_ID)
@@ -111,6 +126,8 @@ fn launch(pki: &TestPki, dir: &Path, services: &str) -> Launch {
         .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("VENV", python_venv())
+        .env("NODE_DIR", sluice_integration_tests::launch::node_dir())
+        .env("AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED", "true")
         .cwd(dir)
 }
 
@@ -123,13 +140,17 @@ fn assert_no_real_key(what: &str, text: &str) {
         !text.contains(REAL_SECRET),
         "{what} holds the real secret:\n{text}"
     );
+    assert!(
+        !text.contains(REAL_TOKEN),
+        "{what} holds the real session token:\n{text}"
+    );
 }
 
 #[test]
 fn the_aws_cli_and_boto3_sign_with_placeholders_and_sluice_re_signs_with_the_real_key() {
     let pki = TestPki::new();
     let dir = tempfile::tempdir().unwrap();
-    let upstream = Upstream::start(&pki, dir.path());
+    let upstream = Upstream::start(&pki, dir.path(), None);
     let port = upstream.port;
     let chunked = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/aws_chunked_client.py");
     let chunked = chunked.display();
@@ -150,6 +171,8 @@ cmp big.bin back.bin && echo "multipart intact"
 "$VENV/bin/python" "{chunked}" "$s3/sluice-test/chunked.bin" big.bin eu-west-1 s3
 "$aws" --endpoint-url "$s3" s3 cp s3://sluice-test/chunked.bin chunked-back.bin --no-progress
 cmp big.bin chunked-back.bin && echo "signed chunks intact"
+# AWS's JavaScript SDK v3.
+node "$NODE_DIR/aws_s3.mjs" "$s3" sluice-test
 url=$("$aws" --endpoint-url "$s3" s3 presign s3://sluice-test/hello.txt)
 echo "presigned: $(curl -s -o /dev/null -w '%{{http_code}}' "$url")"
 "$aws" --endpoint-url "https://{STS}:{port}" sts get-caller-identity --output text
@@ -161,7 +184,7 @@ print("buckets:", [b["Name"] for b in s3.list_buckets()["Buckets"]])
 PY
 "#
     );
-    let out = launch(&pki, dir.path(), "s3, sts").run(&["bash", "-c", &script]);
+    let out = launch(&pki, dir.path(), "s3, sts", None).run(&["bash", "-c", &script]);
     out.assert_success("the AWS CLI and boto3");
     assert!(out.stdout.contains("multipart intact"), "{}", out.stdout);
     assert!(
@@ -247,7 +270,7 @@ fn a_signature_the_placeholder_key_did_not_make_or_an_ungranted_scope_is_refused
  {
     let pki = TestPki::new();
     let dir = tempfile::tempdir().unwrap();
-    let upstream = Upstream::start(&pki, dir.path());
+    let upstream = Upstream::start(&pki, dir.path(), None);
     let port = upstream.port;
     let chunked = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/aws_chunked_client.py");
     let chunked = chunked.display();
@@ -270,7 +293,7 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
 "#
     );
     // The signer's own tracing is asked for: it must stay silent about the real key.
-    let out = launch(&pki, dir.path(), "s3")
+    let out = launch(&pki, dir.path(), "s3", None)
         .env(
             "RUST_LOG",
             "aws_sigv4=trace,sluice_sign=trace,sluice_proxy=debug",
@@ -315,5 +338,52 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
         ("the audit log", &out.audit),
     ] {
         assert_no_real_key(what, text);
+    }
+}
+
+#[test]
+fn temporary_credentials_sign_with_the_placeholder_token_and_leave_with_the_real_one() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(&pki, dir.path(), Some(REAL_TOKEN));
+    let port = upstream.port;
+    let script = format!(
+        r#"set -eu
+aws="$VENV/bin/aws"
+echo "token: $AWS_SESSION_TOKEN"
+"$aws" --endpoint-url "https://{S3}:{port}" s3 ls
+url=$("$aws" --endpoint-url "https://{S3}:{port}" s3 presign s3://sluice-test/none.txt)
+echo "presigned: $(curl -s -o /dev/null -w '%{{http_code}}' "$url")"
+"$aws" --endpoint-url "https://{STS}:{port}" sts get-caller-identity --output text
+"#
+    );
+    let out = launch(&pki, dir.path(), "s3, sts", Some(REAL_TOKEN)).run(&["bash", "-c", &script]);
+    out.assert_success("temporary credentials");
+    let token = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("token:"))
+        .unwrap();
+    assert!(
+        token.starts_with("token: SLUICE_AWS_PROD_SESSION_TOKEN_"),
+        "{token}"
+    );
+    assert!(out.stdout.contains("sluice-test"), "{}", out.stdout);
+    // The object does not exist: the upstream checked the presigned URL and answered 404.
+    assert!(out.stdout.contains("presigned: 404"), "{}", out.stdout);
+    for (what, text) in [
+        ("stdout", &out.stdout),
+        ("stderr", &out.stderr),
+        ("the audit log", &out.audit),
+    ] {
+        assert_no_real_key(what, text);
+    }
+    let requests = upstream.requests();
+    assert!(requests.len() >= 3, "{requests:?}");
+    for request in &requests {
+        assert_eq!(
+            request["verified"], true,
+            "the real token went with each: {request}"
+        );
     }
 }

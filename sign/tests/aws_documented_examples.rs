@@ -88,7 +88,7 @@ fn the_documented_chunked_upload_verifies_chunk_by_chunk() {
 
     let mut unframer = Unframer::new(Mode::Signed, 1 << 20);
     let mut pieces = Vec::new();
-    unframer.push(&body, &mut pieces).unwrap();
+    unframer.push(&Bytes::from(body), &mut pieces).unwrap();
     unframer.finish().unwrap();
     let mut chain = ChunkChain::new(&key(), &claim, claim.signature());
     let (mut data, mut claimed) = (Vec::new(), None);
@@ -96,7 +96,7 @@ fn the_documented_chunked_upload_verifies_chunk_by_chunk() {
     for piece in pieces {
         match piece {
             Piece::Chunk { signature, .. } => claimed = signature,
-            Piece::Data(d) => data.extend(d),
+            Piece::Data(d) => data.extend_from_slice(&d),
             Piece::ChunkEnd => {
                 let chunk = Bytes::from(std::mem::take(&mut data));
                 chain.check(&chunk, claimed.as_deref().unwrap()).unwrap();

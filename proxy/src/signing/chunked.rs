@@ -84,7 +84,8 @@ pub(crate) struct Unchunk<B = Incoming> {
     /// The placeholder key's chain, in signed mode.
     chain: Option<ChunkChain>,
     claimed: Option<String>,
-    chunk: BytesMut,
+    /// The current signed chunk's data as it arrived, in slices of the input.
+    chunk: Vec<Bytes>,
     ready: VecDeque<Bytes>,
     declared: u64,
     framing: SharedFraming,
@@ -107,7 +108,7 @@ impl<B> Unchunk<B> {
             unframer: Unframer::new(mode, max_chunk),
             chain,
             claimed: None,
-            chunk: BytesMut::new(),
+            chunk: Vec::new(),
             ready: VecDeque::new(),
             declared,
             framing,
@@ -128,12 +129,12 @@ impl<B> Unchunk<B> {
                 }
                 Piece::Data(data) => match self.chain {
                     // Held until the chunk's signature is checked.
-                    Some(_) => self.chunk.extend_from_slice(&data),
-                    None => self.ready.push_back(Bytes::from(data)),
+                    Some(_) => self.chunk.push(data),
+                    None => self.ready.push_back(data),
                 },
                 Piece::ChunkEnd => {
                     if let Some(chain) = &mut self.chain {
-                        let data = std::mem::take(&mut self.chunk).freeze();
+                        let data = joined(std::mem::take(&mut self.chunk));
                         let claimed = self.claimed.take().unwrap_or_default();
                         chain
                             .check(&data, &claimed)
@@ -218,12 +219,30 @@ where
     }
 }
 
+/// One contiguous buffer of `parts` (no copy when there is one).
+fn joined(mut parts: Vec<Bytes>) -> Bytes {
+    match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().unwrap_or_default(),
+        _ => {
+            let mut whole = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+            for part in parts {
+                whole.extend_from_slice(&part);
+            }
+            whole.freeze()
+        }
+    }
+}
+
 /// The way out: scanned data in, aws-chunked bytes out, each chunk of the client's size and
 /// (in signed mode) signed by the real key.
 pub(crate) struct Rechunk {
     inner: Body,
     chain: Option<ChunkChain>,
     data: BytesMut,
+    /// Framed pieces ready to go (a chunk's line, its data, its CRLF), so that data is never
+    /// copied to be framed.
+    out: VecDeque<Bytes>,
     framing: SharedFraming,
     inner_ended: bool,
     done: bool,
@@ -237,26 +256,27 @@ impl Rechunk {
             inner,
             chain,
             data: BytesMut::new(),
+            out: VecDeque::new(),
             framing,
             inner_ended: false,
             done: false,
         }
     }
 
-    /// The next chunk, framed, when its data is all here; at the end, the last chunk and
-    /// the trailers.
-    fn next_chunk(&mut self) -> Result<Option<Bytes>, ChunkedError> {
+    /// Frames the next chunk into `out` when its data is all here (at the end, the last
+    /// chunk and the trailers); whether it did.
+    fn next_chunk(&mut self) -> Result<bool, ChunkedError> {
         let mut framing = lock(&self.framing);
         let Some((size, size_text)) = framing.sizes.front().cloned() else {
             return if self.inner_ended && !self.data.is_empty() {
                 Err(ChunkedError::LengthChanged)
             } else {
-                Ok(None)
+                Ok(false)
             };
         };
         let size = usize::try_from(size).map_err(|_| ChunkedError::LengthChanged)?;
         if size == 0 && !self.inner_ended {
-            return Ok(None);
+            return Ok(false);
         }
         if size == 0 && !self.data.is_empty() {
             return Err(ChunkedError::LengthChanged);
@@ -265,31 +285,33 @@ impl Rechunk {
             return if self.inner_ended {
                 Err(ChunkedError::LengthChanged)
             } else {
-                Ok(None)
+                Ok(false)
             };
         }
         framing.sizes.pop_front();
         let data = self.data.split_to(size).freeze();
-        let mut out = BytesMut::with_capacity(size + 100);
-        out.extend_from_slice(size_text.as_bytes());
+        let mut line = BytesMut::with_capacity(size_text.len() + 100);
+        line.extend_from_slice(size_text.as_bytes());
         if let Some(chain) = &mut self.chain {
             let signature = chain.sign(&data).map_err(|_| ChunkedError::Unsignable)?;
-            out.extend_from_slice(b";chunk-signature=");
-            out.extend_from_slice(signature.as_bytes());
+            line.extend_from_slice(b";chunk-signature=");
+            line.extend_from_slice(signature.as_bytes());
         }
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&data);
+        line.extend_from_slice(b"\r\n");
         if size > 0 {
-            out.extend_from_slice(b"\r\n");
+            self.out.push_back(line.freeze());
+            self.out.push_back(data);
+            self.out.push_back(Bytes::from_static(b"\r\n"));
         } else {
             for trailer in &framing.trailers {
-                out.extend_from_slice(trailer.as_bytes());
-                out.extend_from_slice(b"\r\n");
+                line.extend_from_slice(trailer.as_bytes());
+                line.extend_from_slice(b"\r\n");
             }
-            out.extend_from_slice(b"\r\n");
+            line.extend_from_slice(b"\r\n");
+            self.out.push_back(line.freeze());
             self.done = true;
         }
-        Ok(Some(out.freeze()))
+        Ok(true)
     }
 }
 
@@ -303,17 +325,20 @@ impl HttpBody for Rechunk {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         loop {
+            if let Some(piece) = this.out.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(piece))));
+            }
             if this.done {
                 return Poll::Ready(None);
             }
             match this.next_chunk() {
-                Ok(Some(chunk)) => return Poll::Ready(Some(Ok(Frame::data(chunk)))),
-                Ok(None) if this.inner_ended => {
+                Ok(true) => continue,
+                Ok(false) if this.inner_ended => {
                     // Ended with no last chunk recorded: the way in failed, and said so.
                     this.done = true;
                     return Poll::Ready(None);
                 }
-                Ok(None) => {}
+                Ok(false) => {}
                 Err(error) => {
                     this.done = true;
                     return Poll::Ready(Some(Err(Box::new(error))));

@@ -131,7 +131,10 @@ fuzz_target!(|input: Input| {
         let mut unframer = Unframer::new(mode, 1 << 16);
         let mut pieces = Vec::new();
         let split = usize::from(input.split).max(1);
-        let read = input.chunked.chunks(split).try_for_each(|part| unframer.push(part, &mut pieces));
+        let read = input
+            .chunked
+            .chunks(split)
+            .try_for_each(|part| unframer.push(&bytes::Bytes::copy_from_slice(part), &mut pieces));
         if read.is_ok() && unframer.finish().is_ok() {
             // What was read frames back to exactly the bytes that came.
             let mut framed = Vec::new();

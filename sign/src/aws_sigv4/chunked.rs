@@ -16,8 +16,9 @@
 //!
 //! let mut unframer = Unframer::new(Mode::Unsigned, 1 << 20);
 //! let mut pieces = Vec::new();
-//! unframer.push(b"5\r\nhello\r\n0\r\nx-amz-checksum-crc32:NhCmhg==\r\n\r\n", &mut pieces).unwrap();
-//! assert_eq!(pieces[1], Piece::Data(b"hello".to_vec()));
+//! let body = bytes::Bytes::from_static(b"5\r\nhello\r\n0\r\nx-amz-checksum-crc32:NhCmhg==\r\n\r\n");
+//! unframer.push(&body, &mut pieces).unwrap();
+//! assert_eq!(pieces[1], Piece::Data(bytes::Bytes::from_static(b"hello")));
 //! assert!(unframer.is_done());
 //! ```
 
@@ -64,8 +65,8 @@ pub enum Piece {
         /// `chunk-signature=` (signed mode).
         signature: Option<String>,
     },
-    /// Part of the current chunk's data.
-    Data(Vec<u8>),
+    /// Part of the current chunk's data (a slice of the input, not a copy).
+    Data(Bytes),
     /// The current chunk's data is complete.
     ChunkEnd,
     /// A trailer line after the last chunk, without its CRLF (`name:value`).
@@ -145,8 +146,10 @@ impl Unframer {
     /// # Errors
     ///
     /// [`ChunkError`] at the first byte that breaks the framing; nothing after it is read.
-    pub fn push(&mut self, mut input: &[u8], out: &mut Vec<Piece>) -> Result<(), ChunkError> {
-        while !input.is_empty() {
+    pub fn push(&mut self, whole: &Bytes, out: &mut Vec<Piece>) -> Result<(), ChunkError> {
+        let mut at = 0;
+        while at < whole.len() {
+            let input = &whole[at..];
             match &mut self.state {
                 State::Size(line) => {
                     let Some(end) = input.iter().position(|&b| b == b'\n') else {
@@ -157,7 +160,7 @@ impl Unframer {
                         return Ok(());
                     };
                     line.extend_from_slice(&input[..end]);
-                    input = &input[end + 1..];
+                    at += end + 1;
                     let line = std::mem::take(line);
                     let (size, size_text, signature) = self.size_line(&line)?;
                     out.push(Piece::Chunk {
@@ -179,8 +182,8 @@ impl Unframer {
                     let take = input
                         .len()
                         .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    out.push(Piece::Data(input[..take].to_vec()));
-                    input = &input[take..];
+                    out.push(Piece::Data(whole.slice(at..at + take)));
+                    at += take;
                     *left -= take as u64;
                     self.decoded += take as u64;
                     if *left == 0 {
@@ -192,7 +195,7 @@ impl Unframer {
                     if input[0] != expected {
                         return Err(ChunkError::MissingCrlf);
                     }
-                    input = &input[1..];
+                    at += 1;
                     if *seen == 0 {
                         *seen = 1;
                     } else {
@@ -211,7 +214,7 @@ impl Unframer {
                     };
                     line.extend_from_slice(&input[..end]);
                     *total += end + 1;
-                    input = &input[end + 1..];
+                    at += end + 1;
                     if *total > MAX_TRAILERS {
                         return Err(ChunkError::Trailer);
                     }
@@ -386,7 +389,7 @@ mod tests {
         let mut unframer = Unframer::new(mode, 1 << 20);
         let mut pieces = Vec::new();
         for part in input.chunks(split.max(1)) {
-            unframer.push(part, &mut pieces)?;
+            unframer.push(&Bytes::copy_from_slice(part), &mut pieces)?;
         }
         unframer.finish()?;
         Ok(pieces)
@@ -396,7 +399,7 @@ mod tests {
         pieces
             .iter()
             .filter_map(|p| match p {
-                Piece::Data(d) => Some(d.clone()),
+                Piece::Data(d) => Some(d.to_vec()),
                 _ => None,
             })
             .flatten()
