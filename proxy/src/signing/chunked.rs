@@ -192,19 +192,15 @@ where
                 None => {
                     this.ended = true;
                     let found = this.unframer.decoded();
+                    let declared = this.declared;
                     let end = this
                         .unframer
                         .finish()
                         .map_err(ChunkedError::from)
                         .and_then(|()| {
-                            if found == this.declared {
-                                Ok(())
-                            } else {
-                                Err(ChunkedError::DecodedLength {
-                                    declared: this.declared,
-                                    found,
-                                })
-                            }
+                            (found == declared)
+                                .then_some(())
+                                .ok_or(ChunkedError::DecodedLength { declared, found })
                         });
                     if let Err(error) = end {
                         return Poll::Ready(Some(Err(Box::new(error))));

@@ -426,12 +426,12 @@ mod tests {
         let cases: [(Mode, String, ChunkError); 8] = [
             (
                 Mode::Signed,
-                format!("5\r\nhello\r\n"),
+                "5\r\nhello\r\n".to_owned(),
                 ChunkError::SizeLine(";chunk-signature=SIG"),
             ),
             (
                 Mode::Signed,
-                format!("5;chunk-signature=abc\r\nhello\r\n"),
+                "5;chunk-signature=abc\r\nhello\r\n".to_owned(),
                 ChunkError::SizeLine(";chunk-signature=SIG"),
             ),
             (
