@@ -24,7 +24,10 @@ fn the_signing_benchmark_measures_both_gets_and_both_uploads() {
         assert!(stdout.contains(row), "{row:?} not in {stdout}");
     }
     // Every GET was answered (an upload that was not counted whole fails the run).
-    for line in stdout.lines().filter(|l| l.contains("placeholder) |") || l.contains("re-signed |")) {
+    for line in stdout
+        .lines()
+        .filter(|l| l.contains("placeholder) |") || l.contains("re-signed |"))
+    {
         assert!(line.trim_end().ends_with("| 0 |"), "errors: {line}");
     }
 }

@@ -111,6 +111,26 @@ impl PartialEq<&str> for Code {
     }
 }
 
+/// Where a step that cannot answer the client itself (a body adapter, deep in a stream)
+/// leaves the refusal it stopped a request with, for the step that answers to find.
+#[derive(Clone, Default)]
+pub(crate) struct RefusalSlot(std::sync::Arc<std::sync::Mutex<Option<Refusal>>>);
+
+impl RefusalSlot {
+    /// Leaves `refusal` (the first one left is kept).
+    pub(crate) fn leave(&self, refusal: Refusal) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(refusal);
+        }
+    }
+
+    /// The refusal left, if any.
+    pub(crate) fn take(&self) -> Option<Refusal> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
 /// Who was at fault for a refusal; reported in logs, not on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -248,7 +268,7 @@ impl Refusal {
             Fault::Client,
         );
         refusal.secret = Some(secret.to_owned());
-        refusal.location = Some("signature".to_owned());
+        refusal.location = Some(crate::audit::SIGNATURE_LOCATION.to_owned());
         refusal
     }
 
@@ -265,7 +285,7 @@ impl Refusal {
             Fault::Client,
         );
         refusal.secret = Some(secret.to_owned());
-        refusal.location = Some("signature".to_owned());
+        refusal.location = Some(crate::audit::SIGNATURE_LOCATION.to_owned());
         refusal
     }
 

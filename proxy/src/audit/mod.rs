@@ -404,6 +404,10 @@ pub enum AuditError {
 /// Longest run id accepted.
 pub(crate) const MAX_RUN_ID: usize = 64;
 
+/// The `location` of what a signing secret did: a request signed again, or refused for its
+/// signature (docs/signing.md).
+pub const SIGNATURE_LOCATION: &str = "signature";
+
 /// The `prev` of line 1: lowercase hex SHA-256 of `sluice-audit-genesis:` + the run id.
 pub fn genesis(run_id: &str) -> String {
     let mut hasher = Sha256::new();

@@ -23,6 +23,7 @@ use hyper::body::Incoming;
 use sluice_guard::{Guard, GuardError};
 use sluice_policies::{Policy, Reach};
 
+use crate::audit::{EventKind, SIGNATURE_LOCATION};
 use crate::authority::{self, Target};
 use crate::body::Body;
 use crate::codec;
@@ -73,8 +74,14 @@ async fn intercepted_steps(
     // it; its signature stays out of the scan until the request is signed again.
     let signing_cx = signing_context(shared);
     let stopped = StoppedBody::default();
-    let (signing, incoming) =
-        signing::verify(signing_cx, &tunnel.target, &mut parts, incoming, &stopped).await?;
+    let (signing, incoming) = signing::verify(
+        signing_cx,
+        &tunnel.target,
+        &mut parts,
+        incoming,
+        stopped.refusals(),
+    )
+    .await?;
     // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
     let upgrade = headers::upgrade_protocol(&parts.version, &parts.headers);
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
@@ -105,9 +112,17 @@ async fn intercepted_steps(
     // Signed again with the real key, over the request as it leaves.
     let body = match signing {
         Some(pending) => {
-            pending
-                .resign(signing_cx, &mut parts, body, &tunnel.destination, exchange)
-                .await?
+            let host = tunnel.destination.host_header();
+            let (body, resigned) = pending.resign(signing_cx, &mut parts, body, &host).await?;
+            exchange.record(
+                exchange
+                    .event(EventKind::Swap)
+                    .secret(resigned.secret.as_str())
+                    .location(SIGNATURE_LOCATION)
+                    .count(1)
+                    .reason(resigned.reason),
+            );
+            body
         }
         None => body,
     };

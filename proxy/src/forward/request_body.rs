@@ -16,7 +16,7 @@ use sluice_guard::{Guard, OnPlaceholder, Tally};
 use crate::body::{self, Body, BoxError};
 use crate::codec::{self, Decoder, Encoder};
 use crate::config::Limits;
-use crate::refusal::Refusal;
+use crate::refusal::{Refusal, RefusalSlot};
 use crate::rewrite::grpc;
 use crate::rewrite::request::{Outbound, Place};
 use crate::rewrite::stream::{End, Leg, Outcome, RewriteBody, StreamRefused};
@@ -202,19 +202,21 @@ where
 /// HTTP/2 as a reset stream), so the body's own report is the reliable witness; and since
 /// that report has put the cut in the audit log, the failed exchange is not recorded again.
 #[derive(Clone, Default)]
-pub struct StoppedBody(Arc<std::sync::Mutex<Stopped>>);
+pub struct StoppedBody {
+    stopped: Arc<std::sync::Mutex<Stopped>>,
+    /// A refusal by a step before the scan (an aws-chunked chunk whose signature failed).
+    other: RefusalSlot,
+}
 
 #[derive(Default)]
 struct Stopped {
     refused: Option<StreamRefused>,
-    /// A refusal by a step before the scan (an aws-chunked chunk whose signature failed).
-    other: Option<Refusal>,
     cut: bool,
 }
 
 impl StoppedBody {
     fn set(&self, end: &End, cut: bool) {
-        let mut stopped = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
         if let End::Refused(refused) = end {
             stopped.refused = Some(refused.clone());
         }
@@ -223,31 +225,27 @@ impl StoppedBody {
 
     /// The refusal that stopped the body, if one did.
     pub fn take(&self) -> Option<StreamRefused> {
-        self.0
+        self.stopped
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .refused
             .take()
     }
 
-    /// Leaves the refusal a step outside the scan stopped the body with.
-    pub fn refuse(&self, refusal: Refusal) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).other = Some(refusal);
+    /// Where a step before the scan leaves the refusal it stopped the body with.
+    pub(crate) fn refusals(&self) -> &RefusalSlot {
+        &self.other
     }
 
-    /// The refusal a step outside the scan stopped the body with, if one did.
+    /// The refusal a step before the scan stopped the body with, if one did.
     pub fn take_refusal(&self) -> Option<Refusal> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .other
-            .take()
+        self.other.take()
     }
 
     /// Whether sluice cut the body short (a refusal, a coding it could not undo): the cut
     /// is in the audit log already.
     pub fn was_cut(&self) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).cut
+        self.stopped.lock().unwrap_or_else(|e| e.into_inner()).cut
     }
 }
 

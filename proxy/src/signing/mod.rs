@@ -30,20 +30,13 @@ use sluice_sign::aws_sigv4::{
     Canonicalization, Claim, Credentials, Form, Head, Verified, sha256_hex, without_signing_params,
 };
 
-use crate::audit::EventKind;
 use crate::authority::Target;
 use crate::body::{self, Body};
 use crate::config::Limits;
-use crate::exchange::Exchange;
-use crate::forward::request_body::StoppedBody;
-use crate::refusal::Refusal;
-use crate::tunnel::Destination;
+use crate::refusal::{Refusal, RefusalSlot};
 
 use chunked::{Rechunk, SharedFraming, Unchunk};
 use sluice_sign::aws_sigv4::chunked::{ChunkChain, Mode};
-
-/// The audit log's `location` for what a signer does.
-const LOCATION: &str = "signature";
 
 /// The body a request goes on with after [`verify`]: as it arrives, or read whole (when the
 /// signature covers its hash).
@@ -54,7 +47,7 @@ pub(crate) enum RequestBody {
     Read(Option<Bytes>),
     /// aws-chunked, unframed as it arrives (its chunk signatures checked on the way): where
     /// a refusal is left, and the signing secret's name for it.
-    Unframed(Box<Unchunk>, StoppedBody, String),
+    Unframed(Box<Unchunk>, RefusalSlot, String),
 }
 
 impl http_body::Body for RequestBody {
@@ -72,7 +65,7 @@ impl http_body::Body for RequestBody {
                 match std::task::ready!(Pin::new(&mut **unchunk).poll_frame(cx)) {
                     Some(Err(error)) => {
                         // The client is told why, not that the upstream failed.
-                        stopped.refuse(chunked::refusal(secret, &*error));
+                        stopped.leave(chunked::refusal(secret, &*error));
                         Poll::Ready(Some(Err(BodyError)))
                     }
                     Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
@@ -192,6 +185,14 @@ impl Pending {
     }
 }
 
+/// What a re-signing was, for its `swap` event (`location: signature`).
+pub(crate) struct Resigned {
+    /// The signing secret.
+    pub(crate) secret: String,
+    /// The kind, service and region.
+    pub(crate) reason: String,
+}
+
 /// What [`verify`] needs of the proxy.
 #[derive(Clone, Copy)]
 pub(crate) struct Context<'a> {
@@ -213,9 +214,19 @@ pub(crate) async fn verify(
     target: &Target,
     parts: &mut Parts,
     incoming: Incoming,
-    stopped: &StoppedBody,
+    refused: &RefusalSlot,
 ) -> Result<(Option<Pending>, RequestBody), Refusal> {
-    if cx.signers.is_empty() {
+    // Most requests carry no SigV4 signature at all: they cost two look-ups here.
+    let signed_header = parts
+        .headers
+        .get_all(http::header::AUTHORIZATION)
+        .iter()
+        .any(|v| v.as_bytes().starts_with(b"AWS4-"));
+    let signed_query = parts
+        .uri
+        .query()
+        .is_some_and(|q| q.contains("X-Amz-") || q.contains("x-amz-") || q.contains('%'));
+    if cx.signers.is_empty() || !(signed_header || signed_query) {
         return Ok((None, RequestBody::Arriving(incoming)));
     }
     let host = match parts.headers.get(HOST).map(HeaderValue::to_str) {
@@ -302,7 +313,7 @@ pub(crate) async fn verify(
     let (body, chunked) = match (mode, body) {
         (Some(mode), RequestBody::Arriving(incoming)) => {
             let (unchunk, chunked) = unframe(cx, parts, incoming, mode, &verified, keys)?;
-            let body = RequestBody::Unframed(Box::new(unchunk), stopped.clone(), keys.name.clone());
+            let body = RequestBody::Unframed(Box::new(unchunk), refused.clone(), keys.name.clone());
             (body, Some(chunked))
         }
         (_, body) => (body, None),
@@ -380,17 +391,16 @@ fn unframe(
 }
 
 impl Pending {
-    /// Signs the request again with the real key, over `parts` as they will leave toward
-    /// `destination` (its `Host`) and over `body` where the body's hash is signed, and
-    /// records the `swap`.
+    /// Signs the request again with the real key, over `parts` as they will leave (with
+    /// `host`, the upstream's `Host`) and over `body` where the body's hash is signed; what
+    /// it did, for the audit log.
     pub(crate) async fn resign(
         self,
         cx: Context<'_>,
         parts: &mut Parts,
         body: Body,
-        destination: &Destination,
-        exchange: &Exchange,
-    ) -> Result<Body, Refusal> {
+        host: &HeaderValue,
+    ) -> Result<(Body, Resigned), Refusal> {
         let keys = &cx.signers.keys[self.signer];
         let claim = self.verified.claim();
         if let Some(chunked) = &self.chunked {
@@ -411,7 +421,6 @@ impl Pending {
         } else {
             (body, None)
         };
-        let host = destination.host_header();
         let host = host.to_str().unwrap_or_default().to_owned();
         let path_and_query = parts
             .uri
@@ -448,18 +457,14 @@ impl Pending {
             None => body,
         };
         let scope = claim.scope();
-        exchange.record(
-            exchange
-                .event(EventKind::Swap)
-                .secret(keys.name.as_str())
-                .location(LOCATION)
-                .count(1)
-                .reason(format!(
-                    "aws-sigv4 re-signed: service {}, region {}",
-                    scope.service, scope.region
-                )),
-        );
-        Ok(body)
+        let resigned = Resigned {
+            secret: keys.name.clone(),
+            reason: format!(
+                "aws-sigv4 re-signed: service {}, region {}",
+                scope.service, scope.region
+            ),
+        };
+        Ok((body, resigned))
     }
 }
 
