@@ -610,6 +610,7 @@ fuzz_target!(|case: Case| {
         guard: &fixture.guard,
         limits: &limits,
         buffering: Buffering::WhenLengthKnown,
+        keep_length: false,
     };
     let stopped_body = StoppedBody::default();
     let scanned = RUNTIME.block_on(scan_body(
