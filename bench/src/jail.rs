@@ -226,21 +226,7 @@ async fn throughput(args: &JailArgs) -> Result<Paths, BenchError> {
     let dir = tmp.path();
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
     let value = stand_in_value("benchvalue");
-    let mut upstream = Command::new(&exe);
-    upstream
-        .arg("upstream")
-        .arg("--dir")
-        .arg(dir)
-        .arg("--large-bytes")
-        .arg("1048576")
-        .env(TOKEN_VAR, &value);
-    let upstream = Spawned::start(
-        "upstream",
-        upstream,
-        &dir.join("upstream.stderr"),
-        Ready::Line,
-    )
-    .await?;
+    let upstream = crate::upstream::spawn(&exe, dir, &value).await?;
     let mut sluice = Command::new(&exe);
     sluice
         .arg("sluice")

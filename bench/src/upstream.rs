@@ -108,6 +108,30 @@ struct State {
     handshakes: AtomicU64,
 }
 
+/// Starts `exe upstream` (this benchmark's own binary) writing into `dir`, its `/large`
+/// one MiB, `value` the token it knows; ready once it has printed its address.
+pub(crate) async fn spawn(
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    value: &str,
+) -> Result<crate::child::Spawned, BenchError> {
+    let mut upstream = tokio::process::Command::new(exe);
+    upstream
+        .arg("upstream")
+        .arg("--dir")
+        .arg(dir)
+        .arg("--large-bytes")
+        .arg("1048576")
+        .env(TOKEN_VAR, value);
+    crate::child::Spawned::start(
+        "upstream",
+        upstream,
+        &dir.join("upstream.stderr"),
+        crate::child::Ready::Line,
+    )
+    .await
+}
+
 /// One MiB of readable filler with `value` at [`VALUE_OFFSET`].
 pub(crate) fn large_block(value: &[u8]) -> Bytes {
     let line = b"sluice-bench filler: the quick brown fox jumps over the lazy dog 0123456789\n";

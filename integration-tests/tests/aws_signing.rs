@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use sluice_integration_tests::launch::{Launch, python_venv};
+use sluice_integration_tests::launch::{Launch, RunOutput, python_venv};
 use sluice_integration_tests::pki::TestPki;
 
 const REAL_KEY_ID: &str = "AKIAREALKEY7EXAMPLE1";
@@ -131,6 +131,18 @@ fn launch(pki: &TestPki, dir: &Path, services: &str, token: Option<&str>) -> Lau
         .cwd(dir)
 }
 
+/// The real key id, secret and token are in none of what the run left: the sandbox's
+/// output, sluice's own stderr (its logs), the audit log.
+fn assert_nowhere_a_real_part(out: &RunOutput) {
+    for (what, text) in [
+        ("stdout", &out.stdout),
+        ("stderr", &out.stderr),
+        ("the audit log", &out.audit),
+    ] {
+        assert_no_real_key(what, text);
+    }
+}
+
 fn assert_no_real_key(what: &str, text: &str) {
     assert!(
         !text.contains(REAL_KEY_ID),
@@ -213,13 +225,7 @@ PY
         .find(|l| l.contains("123456789012"))
         .unwrap();
     assert!(identity.contains("SLUICE"), "{identity}");
-    for (what, text) in [
-        ("stdout", &out.stdout),
-        ("stderr", &out.stderr),
-        ("the audit log", &out.audit),
-    ] {
-        assert_no_real_key(what, text);
-    }
+    assert_nowhere_a_real_part(&out);
     // Every request that reached the upstream verified with the real key.
     let requests = upstream.requests();
     assert!(requests.len() >= 4, "{requests:?}");
@@ -332,13 +338,7 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
         out.audit
     );
     assert!(out.stdout.contains("403"), "{}", out.stdout);
-    for (what, text) in [
-        ("stdout", &out.stdout),
-        ("stderr", &out.stderr),
-        ("the audit log", &out.audit),
-    ] {
-        assert_no_real_key(what, text);
-    }
+    assert_nowhere_a_real_part(&out);
 }
 
 #[test]
@@ -371,13 +371,7 @@ echo "presigned: $(curl -s -o /dev/null -w '%{{http_code}}' "$url")"
     assert!(out.stdout.contains("sluice-test"), "{}", out.stdout);
     // The object does not exist: the upstream checked the presigned URL and answered 404.
     assert!(out.stdout.contains("presigned: 404"), "{}", out.stdout);
-    for (what, text) in [
-        ("stdout", &out.stdout),
-        ("stderr", &out.stderr),
-        ("the audit log", &out.audit),
-    ] {
-        assert_no_real_key(what, text);
-    }
+    assert_nowhere_a_real_part(&out);
     let requests = upstream.requests();
     assert!(requests.len() >= 3, "{requests:?}");
     for request in &requests {

@@ -223,31 +223,11 @@ impl Policy {
         let permit = self.may_sink(secret, Sink::Egress)?;
         let decl = &self.secrets[permit.secret_index];
         // A signing part's hosts are its signer's: the fix names the key that declares them.
-        let name = || match decl.signs {
-            Some((signer, _)) => self.signers[signer].name.clone(),
-            None => decl.name.clone(),
+        let name = match decl.signs {
+            Some((signer, _)) => &self.signers[signer].name,
+            None => &decl.name,
         };
-        let host = normalize_host(host).map_err(|_| Ungranted::InvalidHost {
-            secret: name(),
-            host: host.to_owned(),
-        })?;
-        if !decl.hosts.iter().any(|p| p.matches_normalized(&host, port)) {
-            return Err(Ungranted::HostNotGranted {
-                secret: name(),
-                host,
-                port,
-            });
-        }
-        if self
-            .passthrough()
-            .iter()
-            .any(|p| p.matches_normalized(&host, port))
-        {
-            return Err(Ungranted::Passthrough {
-                secret: name(),
-                host,
-            });
-        }
+        self.toward(&decl.hosts, name, host, port)?;
         Ok(permit)
     }
 
@@ -274,27 +254,7 @@ impl Policy {
     ) -> Result<(), Ungranted> {
         let decl = &self.signers[signer];
         let name = || decl.name.clone();
-        let host = normalize_host(host).map_err(|_| Ungranted::InvalidHost {
-            secret: name(),
-            host: host.to_owned(),
-        })?;
-        if !decl.hosts.iter().any(|p| p.matches_normalized(&host, port)) {
-            return Err(Ungranted::HostNotGranted {
-                secret: name(),
-                host,
-                port,
-            });
-        }
-        if self
-            .passthrough()
-            .iter()
-            .any(|p| p.matches_normalized(&host, port))
-        {
-            return Err(Ungranted::Passthrough {
-                secret: name(),
-                host,
-            });
-        }
+        self.toward(&decl.hosts, &decl.name, host, port)?;
         if decl
             .services
             .as_ref()
@@ -313,6 +273,42 @@ impl Policy {
             return Err(Ungranted::RegionNotGranted {
                 secret: name(),
                 region: region.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The host rule every egress grant shares: `host` (normalised here) and `port` among
+    /// `hosts`, and not passthrough. `secret` names the key the fix points at.
+    fn toward(
+        &self,
+        hosts: &[crate::host::HostPattern],
+        secret: &str,
+        host: &str,
+        port: u16,
+    ) -> Result<(), Ungranted> {
+        let secret = || secret.to_owned();
+        let Ok(host) = normalize_host(host) else {
+            return Err(Ungranted::InvalidHost {
+                secret: secret(),
+                host: host.to_owned(),
+            });
+        };
+        if !hosts.iter().any(|p| p.matches_normalized(&host, port)) {
+            return Err(Ungranted::HostNotGranted {
+                secret: secret(),
+                host,
+                port,
+            });
+        }
+        if self
+            .passthrough()
+            .iter()
+            .any(|p| p.matches_normalized(&host, port))
+        {
+            return Err(Ungranted::Passthrough {
+                secret: secret(),
+                host,
             });
         }
         Ok(())

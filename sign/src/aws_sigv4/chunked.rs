@@ -345,7 +345,7 @@ impl ChunkChain {
     pub fn sign(&mut self, data: &Bytes) -> Result<String, Invalid> {
         let identity = self.credentials.identity(None);
         let params = v4::SigningParams::<SigningSettings>::builder()
-            .identity(&identity)
+            .identity(identity)
             .region(&self.region)
             .name(&self.service)
             .time(self.time)

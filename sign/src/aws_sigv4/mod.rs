@@ -29,12 +29,18 @@ use zeroize::Zeroizing;
 
 /// One set of AWS credentials: the real ones, or the placeholders the sandbox holds for
 /// them. Zeroized on drop; `Debug` prints none of it.
+///
+/// The identities `aws-sigv4` signs with are built here once, not per request.
 #[derive(Clone)]
 pub struct Credentials {
     access_key_id: Zeroizing<String>,
-    secret_access_key: Zeroizing<String>,
     session_token: Option<Zeroizing<String>>,
+    /// Signing with the session token (when there is one), and without it.
+    with_token: Option<Identity>,
+    without_token: Identity,
 }
+
+type Identity = aws_smithy_runtime_api::client::identity::Identity;
 
 impl Credentials {
     /// The three parts of a credential (the session token only for temporary ones).
@@ -43,10 +49,26 @@ impl Credentials {
         secret_access_key: impl Into<String>,
         session_token: Option<String>,
     ) -> Self {
+        let access_key_id = Zeroizing::new(access_key_id.into());
+        let secret_access_key = Zeroizing::new(secret_access_key.into());
+        // aws-credential-types zeroizes what it holds, as this type does.
+        let identity = |token: Option<&str>| -> Identity {
+            aws_credential_types::Credentials::new(
+                access_key_id.as_str(),
+                secret_access_key.as_str(),
+                token.map(str::to_owned),
+                None,
+                "sluice",
+            )
+            .into()
+        };
+        let with_token = session_token.as_deref().map(|token| identity(Some(token)));
+        let without_token = identity(None);
         Self {
-            access_key_id: Zeroizing::new(access_key_id.into()),
-            secret_access_key: Zeroizing::new(secret_access_key.into()),
+            with_token,
+            without_token,
             session_token: session_token.map(Zeroizing::new),
+            access_key_id,
         }
     }
 
@@ -60,20 +82,15 @@ impl Credentials {
         self.session_token.as_deref().map(String::as_str)
     }
 
-    /// The identity `aws-sigv4` signs with, carrying `session_token` (which may differ from
-    /// this credential's own: a verification uses the token the request carried).
-    fn identity(
-        &self,
-        session_token: Option<&str>,
-    ) -> aws_smithy_runtime_api::client::identity::Identity {
-        aws_credential_types::Credentials::new(
-            self.access_key_id.as_str(),
-            self.secret_access_key.as_str(),
-            session_token.map(str::to_owned),
-            None,
-            "sluice",
-        )
-        .into()
+    /// The identity `aws-sigv4` signs with: with this credential's session token, or none.
+    /// A verification signs with the token the request carried, which it has checked is
+    /// this credential's own.
+    fn identity(&self, session_token: Option<&str>) -> &Identity {
+        debug_assert!(session_token.is_none() || session_token == self.session_token());
+        match (session_token, &self.with_token) {
+            (Some(_), Some(with_token)) => with_token,
+            _ => &self.without_token,
+        }
     }
 }
 

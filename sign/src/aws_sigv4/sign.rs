@@ -313,7 +313,7 @@ impl Claim {
         };
         let identity = credentials.identity(session_token);
         let params = v4::SigningParams::builder()
-            .identity(&identity)
+            .identity(identity)
             .region(&self.scope.region)
             .name(&self.scope.service)
             .time(self.time)
