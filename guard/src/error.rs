@@ -19,6 +19,13 @@ pub enum GuardError {
     #[error("secret name is empty, expected a non-empty name")]
     EmptyName,
 
+    /// A retired value was added for an id the builder never returned.
+    #[error("no secret has id {id} in this builder, expected an id `add` returned")]
+    UnknownSecret {
+        /// The id, as an index.
+        id: usize,
+    },
+
     /// Two secrets were added under one name.
     #[error("secret `{name}` is added twice, expected each name once")]
     DuplicateName {

@@ -142,8 +142,62 @@ impl GuardBuilder {
             name,
             placeholder,
             value,
+            retired: Vec::new(),
         });
         Ok(id)
+    }
+
+    /// Adds a value `id`'s secret held before (a rotated one): it is matched like the
+    /// current value, every encoding of it, and redacted into the same placeholder, but
+    /// never swapped in ([`Guard::value`] stays the current one). A proxy that reloads its
+    /// sources keeps every value it has known this way, so that a rotated value that comes
+    /// back is still caught.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use sluice_guard::{Guard, Placeholder, SecretValue};
+    ///
+    /// let mut builder = Guard::builder();
+    /// let id = builder.add(
+    ///     "token",
+    ///     Placeholder::parse("SLUICE_TOKEN_0123456789abcdef")?,
+    ///     SecretValue::new(b"new-value-2".to_vec()),
+    /// )?;
+    /// builder.add_retired(id, SecretValue::new(b"old-value-1".to_vec()))?;
+    /// let guard = builder.build()?;
+    /// assert_eq!(guard.redact_str("was old-value-1"), "was SLUICE_TOKEN_0123456789abcdef");
+    /// assert_eq!(guard.value(id).expose(), b"new-value-2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`GuardError::UnknownSecret`] for an id this builder did not return,
+    /// [`GuardError::ValueTooShort`] and [`GuardError::ValueTooLong`] as for [`add`](Self::add).
+    pub fn add_retired(&mut self, id: SecretId, value: SecretValue) -> Result<(), GuardError> {
+        let Some(secret) = self.secrets.get_mut(id.index()) else {
+            return Err(GuardError::UnknownSecret { id: id.index() });
+        };
+        if value.len() < MIN_VALUE_LEN {
+            return Err(GuardError::ValueTooShort {
+                name: secret.name.clone(),
+                len: value.len(),
+                min: MIN_VALUE_LEN,
+            });
+        }
+        if value.len() > MAX_VALUE_LEN {
+            return Err(GuardError::ValueTooLong {
+                name: secret.name.clone(),
+                len: value.len(),
+                max: MAX_VALUE_LEN,
+            });
+        }
+        if value.expose() != secret.value.expose()
+            && secret.retired.iter().all(|old| old.expose() != value.expose())
+        {
+            secret.retired.push(value);
+        }
+        Ok(())
     }
 
     /// Builds the guard: every placeholder and every distinct encoding of every value, in one
@@ -164,18 +218,21 @@ impl GuardBuilder {
                 secret: id,
                 form: Form::Placeholder,
             });
-            for &encoding in Encoding::ALL {
-                let Some(text) = encoding.apply(secret.value.expose()) else {
-                    continue;
-                };
-                if text.is_empty() || texts[first_of_secret..].iter().any(|t| **t == *text) {
-                    continue;
+            // The current value first, then the retired ones: matched alike, swapped never.
+            for value in std::iter::once(&secret.value).chain(&secret.retired) {
+                for &encoding in Encoding::ALL {
+                    let Some(text) = encoding.apply(value.expose()) else {
+                        continue;
+                    };
+                    if text.is_empty() || texts[first_of_secret..].iter().any(|t| **t == *text) {
+                        continue;
+                    }
+                    texts.push(text);
+                    infos.push(PatternInfo {
+                        secret: id,
+                        form: Form::Value(encoding),
+                    });
                 }
-                texts.push(text);
-                infos.push(PatternInfo {
-                    secret: id,
-                    form: Form::Value(encoding),
-                });
             }
         }
         check_overlaps(&self.secrets, &texts, &infos)?;
@@ -307,6 +364,8 @@ struct Secret {
     name: String,
     placeholder: Placeholder,
     value: SecretValue,
+    /// Values it held before, matched and redacted, never swapped in.
+    retired: Vec<SecretValue>,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -582,3 +582,70 @@ fn a_header_value_may_match_when_it_holds_a_match_or_basic_credentials() {
     assert!(!f.guard.header_value_may_match(b"Bearer nothing-here"));
     assert!(!f.guard.header_value_may_match(b"text/html; charset=utf-8"));
 }
+
+/// A rotated value stays known: redacted into its secret's placeholder in every encoding,
+/// refused where the plan refuses values, and never what a swap writes.
+#[test]
+fn a_retired_value_is_redacted_and_refused_but_never_swapped_in() {
+    let mut b = Guard::builder();
+    let id = b
+        .add(
+            "github_token",
+            Placeholder::mint("github_token", &[1; NONCE_LEN]),
+            SecretValue::from("ghp_NEWnewNEWnew5678"),
+        )
+        .unwrap();
+    b.add_retired(id, SecretValue::from("ghp_OLDoldOLDold1234"))
+        .unwrap();
+    // The current value given again as retired is not a second pattern.
+    b.add_retired(id, SecretValue::from("ghp_NEWnewNEWnew5678"))
+        .unwrap();
+    let guard = b.build().unwrap();
+    let placeholder = guard.placeholder(id).as_str().to_owned();
+    let old_b64 = base64::engine::general_purpose::STANDARD.encode("ghp_OLDoldOLDold1234");
+    let shown = guard.redact_str(&format!("a ghp_OLDoldOLDold1234 b {old_b64} c"));
+    assert!(!shown.contains("OLDold"), "{shown}");
+    assert!(shown.starts_with(&format!("a {placeholder} b ")), "{shown}");
+
+    let mut plan = Plan::refuse_all(&guard);
+    plan.set(id, OnPlaceholder::Swap, OnValue::Refuse);
+    let swapped = guard
+        .rewrite(format!("Bearer {placeholder}").as_bytes(), &plan)
+        .unwrap();
+    assert_eq!(swapped.bytes(), b"Bearer ghp_NEWnewNEWnew5678");
+    let refused = guard.rewrite(b"Bearer ghp_OLDoldOLDold1234", &plan);
+    assert!(matches!(refused, Err(GuardError::Refused(ref r)) if r.secret == id));
+}
+
+#[test]
+fn a_retired_value_must_fit_the_guard_and_name_a_secret_it_has() {
+    let mut b = Guard::builder();
+    let id = b
+        .add(
+            "github_token",
+            Placeholder::mint("github_token", &[1; NONCE_LEN]),
+            SecretValue::from("ghp_NEWnewNEWnew5678"),
+        )
+        .unwrap();
+    assert!(matches!(
+        b.add_retired(id, SecretValue::from("short")),
+        Err(GuardError::ValueTooShort { .. })
+    ));
+    let mut other = Guard::builder();
+    assert!(matches!(
+        other.add_retired(id, SecretValue::from("ghp_OLDoldOLDold1234")),
+        Err(GuardError::UnknownSecret { id: 0 })
+    ));
+    // Another secret's value, once retired here, would redact two ways: refused at build.
+    let second = b
+        .add(
+            "other",
+            Placeholder::mint("other", &[2; NONCE_LEN]),
+            SecretValue::from("shared-value-0000"),
+        )
+        .unwrap();
+    b.add_retired(id, SecretValue::from("shared-value-0000"))
+        .unwrap();
+    assert_ne!(id, second);
+    assert!(matches!(b.build(), Err(GuardError::SharedValue { .. })));
+}
