@@ -224,6 +224,17 @@ impl RunCa {
         LeafName::parse(name).is_ok_and(|name| self.permitted.permits(&name))
     }
 
+    /// Whether this CA can certify every name `pattern` stands for (`host`, `*.suffix` or an
+    /// IP literal, with an optional port, as [`CaConfig::new`] takes them): what a reloaded
+    /// declaration asks of a CA whose name constraints were fixed when it was minted.
+    ///
+    /// # Errors
+    ///
+    /// [`CaError::InvalidPattern`] for a malformed pattern.
+    pub fn covers(&self, pattern: &str) -> Result<bool, CaError> {
+        self.permitted.covers(pattern)
+    }
+
     /// The leaf for `name` (a DNS name in any case with an optional trailing dot, or an IP
     /// literal, IPv6 with or without brackets; no port), minted on first request and cached.
     ///

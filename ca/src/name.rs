@@ -105,6 +105,22 @@ impl Permitted {
         }
     }
 
+    /// Whether every name `pattern` (as [`Permitted::parse`] takes it) stands for may be
+    /// minted: an exact name or IP as [`Permitted::permits`] says, a wildcard when the same
+    /// or a wider wildcard is permitted.
+    pub(crate) fn covers(&self, pattern: &str) -> Result<bool, CaError> {
+        Ok(match parse_pattern(pattern)? {
+            Pattern::Exact(name) => self.permits(&LeafName::Dns(name)),
+            Pattern::Ip(ip) => self.ips.contains(&ip),
+            Pattern::Wildcard(suffix) => self.suffixes.iter().any(|wider| {
+                suffix == *wider
+                    || (suffix.len() > wider.len() + 1
+                        && suffix.ends_with(wider.as_str())
+                        && suffix.as_bytes()[suffix.len() - wider.len() - 1] == b'.')
+            }),
+        })
+    }
+
     /// The X.509 name constraints of the CA certificate.
     ///
     /// DNS names and suffixes become permitted dNSName subtrees (a subtree also covers the
@@ -278,6 +294,28 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(&pattern(text).unwrap(), expected, "{text}");
         }
+    }
+
+    #[test]
+    fn a_pattern_is_covered_only_by_constraints_as_wide_or_wider() {
+        let permitted = Permitted::parse(&["api.test", "*.example.com", "127.0.0.1"]).unwrap();
+        let cases = [
+            ("api.test", true),
+            ("API.test:8443", true),
+            ("other.test", false),
+            ("*.api.test", false),
+            ("a.example.com", true),
+            ("*.example.com", true),
+            ("*.deep.example.com", true),
+            ("*.xexample.com", false),
+            ("example.com", false),
+            ("127.0.0.1", true),
+            ("127.0.0.2", false),
+        ];
+        for (pattern, covered) in cases {
+            assert_eq!(permitted.covers(pattern).unwrap(), covered, "{pattern}");
+        }
+        assert!(permitted.covers("*.").is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! A placeholder is not a secret; this module never sees a value.
 
-use crate::model::{SigningPart, placeholder_name};
+use crate::model::{SecretDecl, SigningPart, placeholder_name};
 use crate::policy::Policy;
 
 /// Random bytes per minted nonce: 96 bits, above the 64 the contract asks.
@@ -80,25 +80,29 @@ impl Policy {
     ///
     /// [`MintError`] when the operating system's random source fails.
     pub fn try_mint_placeholders(&self) -> Result<Placeholders, MintError> {
+        self.try_mint_placeholders_after(&Placeholders {
+            entries: Vec::new(),
+        })
+    }
+
+    /// The placeholders of a reloaded declaration: a secret `earlier` already has a
+    /// placeholder for keeps it (the sandbox holds it; it must go on meaning the same
+    /// secret), unless the declaration now fixes another with `placeholder:`; every other
+    /// secret gets one minted as [`Policy::try_mint_placeholders`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`MintError`] when the operating system's random source fails.
+    pub fn try_mint_placeholders_after(
+        &self,
+        earlier: &Placeholders,
+    ) -> Result<Placeholders, MintError> {
         let mut entries = Vec::with_capacity(self.secrets.len());
         for secret in &self.secrets {
-            let placeholder = match (&secret.placeholder, secret.signs) {
+            let placeholder = match (&secret.placeholder, earlier.get(&secret.name)) {
                 (Some(fixed), _) => fixed.clone(),
-                (None, Some((_, SigningPart::AccessKeyId))) => {
-                    format!("SLUICE{}", random_chars(ACCESS_KEY_ID_CHARS, UPPER_ALNUM)?)
-                }
-                (None, Some((_, SigningPart::SecretAccessKey))) => {
-                    format!("SLUICE_{}", random_chars(SECRET_KEY_CHARS, ALNUM)?)
-                }
-                (None, _) => {
-                    let mut nonce = [0u8; NONCE_BYTES];
-                    getrandom::fill(&mut nonce).map_err(MintError)?;
-                    format!(
-                        "SLUICE_{}_{}",
-                        placeholder_name(&secret.name),
-                        hex::encode(nonce)
-                    )
-                }
+                (None, Some(kept)) => kept.to_owned(),
+                (None, None) => mint_one(secret)?,
             };
             entries.push((secret.name.clone(), placeholder));
         }
@@ -114,4 +118,26 @@ impl Policy {
         self.try_mint_placeholders()
             .expect("the operating system's random source must work to mint placeholders")
     }
+}
+
+/// A fresh placeholder for `secret`, shaped as its kind needs: an AWS access key id's and
+/// secret key's the way SDKs accept them, every other `SLUICE_<NAME>_<nonce>`.
+fn mint_one(secret: &SecretDecl) -> Result<String, MintError> {
+    Ok(match secret.signs {
+        Some((_, SigningPart::AccessKeyId)) => {
+            format!("SLUICE{}", random_chars(ACCESS_KEY_ID_CHARS, UPPER_ALNUM)?)
+        }
+        Some((_, SigningPart::SecretAccessKey)) => {
+            format!("SLUICE_{}", random_chars(SECRET_KEY_CHARS, ALNUM)?)
+        }
+        _ => {
+            let mut nonce = [0u8; NONCE_BYTES];
+            getrandom::fill(&mut nonce).map_err(MintError)?;
+            format!(
+                "SLUICE_{}_{}",
+                placeholder_name(&secret.name),
+                hex::encode(nonce)
+            )
+        }
+    })
 }

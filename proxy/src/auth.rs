@@ -1,11 +1,11 @@
-//! Proxy credentials: one user and token minted per run, checked on every CONNECT and every
-//! plain proxied request.
+//! Credentials minted per run: the proxy's, checked on every CONNECT and every plain proxied
+//! request, and the admin endpoint's, a second pair the workload never holds.
 //!
-//! The token is compared in constant time, and never logged: the printed proxy URL omits it.
+//! The token is compared in constant time, and never logged: the printed URLs omit it.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use http::header::PROXY_AUTHORIZATION;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
@@ -27,11 +27,16 @@ impl std::fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    /// Mints credentials for one run: user `sluice` and a 128-bit random token.
+    /// Mints the proxy credentials for one run: user `sluice` and a 128-bit random token.
     pub(crate) fn mint() -> Result<Self, getrandom::Error> {
+        Self::mint_for("sluice")
+    }
+
+    /// Mints credentials for `user` with a 128-bit random token of their own.
+    pub(crate) fn mint_for(user: &str) -> Result<Self, getrandom::Error> {
         let mut raw = Zeroizing::new([0u8; 16]);
         getrandom::fill(raw.as_mut())?;
-        Ok(Self::new("sluice", &hex::encode(raw.as_ref())))
+        Ok(Self::new(user, &hex::encode(raw.as_ref())))
     }
 
     /// Credentials with a given user and token (tests, and a future `--credentials`).
@@ -62,7 +67,13 @@ impl Credentials {
     /// expected one in constant time (the lengths may differ in time, which reveals nothing
     /// but the token's length, fixed for every run).
     pub(crate) fn is_authorized(&self, headers: &HeaderMap) -> bool {
-        let mut values = headers.get_all(PROXY_AUTHORIZATION).iter();
+        self.is_authorized_by(headers, &PROXY_AUTHORIZATION)
+    }
+
+    /// [`Credentials::is_authorized`] in another header: `Authorization`, for the admin
+    /// endpoint, which is a server and not a proxy.
+    pub(crate) fn is_authorized_by(&self, headers: &HeaderMap, header: &HeaderName) -> bool {
+        let mut values = headers.get_all(header).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return false;
         };

@@ -68,6 +68,11 @@ impl Default for Limits {
 pub struct ProxyConfig {
     /// The compiled declaration.
     pub policy: Policy,
+    /// The file it was read from, which a reload (`SIGHUP`, `POST /reload`) reads again;
+    /// without one the proxy cannot reload.
+    pub policy_path: Option<PathBuf>,
+    /// Where the admin endpoint listens (`--admin`), if anywhere.
+    pub admin: Option<SocketAddr>,
     /// Where to listen (`127.0.0.1:0` picks a free port).
     pub listen: SocketAddr,
     /// Where the audit log goes.
@@ -108,6 +113,8 @@ impl ProxyConfig {
     pub fn new(policy: Policy, listen: SocketAddr, audit_log: PathBuf) -> Self {
         Self {
             policy,
+            policy_path: None,
+            admin: None,
             listen,
             audit_log,
             upstream_ca: Vec::new(),

@@ -166,7 +166,9 @@ pub(crate) async fn intercept<IO>(
             return;
         }
     };
-    let (tls, is_h2) = match shared.terminator.accept(io, &target).await {
+    let accepted = shared.terminator.accept(io, &target).await;
+    shared.counters.tls_handshake(accepted.is_ok());
+    let (tls, is_h2) = match accepted {
         Ok(accepted) => accepted,
         Err(refused) => {
             // The reason quotes the client's SNI, which is the client's to spell: it goes

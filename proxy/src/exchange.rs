@@ -90,6 +90,7 @@ impl Exchange {
     /// Records a refusal that no response can carry (a streamed body cut after its head
     /// went): the audit event and the log line of [`Exchange::refuse`], nothing on the wire.
     pub(crate) fn record_refusal(&self, refusal: &Refusal) {
+        self.shared.counters.refusal(refusal.code.as_str());
         let mut event = self
             .event(refusal.code.event_kind())
             .reason(refusal.code.as_str());

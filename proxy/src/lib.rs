@@ -31,6 +31,7 @@
 //! `sluice-guard`, never re-implemented here. This crate never logs a secret value.
 #![forbid(unsafe_code)]
 
+mod admin;
 pub mod audit;
 mod auth;
 mod authority;
@@ -38,11 +39,14 @@ mod body;
 pub mod codec;
 mod config;
 mod connect;
+mod control;
 mod exchange;
 mod forward;
 mod headers;
 mod listen;
+mod metrics;
 mod refusal;
+mod reload;
 mod rewrite;
 mod server;
 mod shared;
@@ -68,5 +72,5 @@ pub mod fuzzing {
     pub use crate::rewrite::request::{Outbound, Place, PlanCache};
     pub use crate::rewrite::stream::outcome::StreamRefused;
 }
-pub use server::{Proxy, StartError, start};
+pub use server::{Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;

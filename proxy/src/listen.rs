@@ -27,25 +27,25 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let serving = shared.clone();
     let drained = shutdown.clone();
-    accept(listener, &shared, shutdown, "", move |stream, slot| {
-        serve_client(stream, serving.clone(), slot, drained.clone())
+    accept(listener, shared, shutdown, "", move |stream, slot, shared| {
+        serve_client(stream, shared, slot, drained.clone())
     })
     .await;
 }
 
 /// Accepts on `listener` until `shutdown`, within the connection limit, and hands each
-/// connection with its slot to `serve` on a task of its own: the proxy's listener and the
-/// capture listener (`what` names it in the log) alike.
+/// connection with its slot, and the generation of the declaration in force when it came,
+/// to `serve` on a task of its own: the proxy's listener and the capture listener (`what`
+/// names it in the log) alike.
 pub(crate) async fn accept<F, Fut>(
     listener: TcpListener,
-    shared: &Shared,
+    mut shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
     what: &'static str,
     serve: F,
 ) where
-    F: Fn(TcpStream, ConnSlot) -> Fut,
+    F: Fn(TcpStream, ConnSlot, Arc<Shared>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     loop {
@@ -66,7 +66,9 @@ pub(crate) async fn accept<F, Fut>(
             tracing::warn!(%peer, what, limit = shared.limits.max_connections, "connection limit reached; closing");
             continue;
         };
-        tokio::spawn(serve(stream, Arc::new(permit)));
+        // A connection serves under the generation in force when it came, to its end.
+        shared = shared.current();
+        tokio::spawn(serve(stream, Arc::new(permit), shared.clone()));
     }
 }
 

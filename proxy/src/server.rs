@@ -11,6 +11,11 @@ use std::time::Duration;
 use sluice_ca::{CaConfig, RunCa};
 use sluice_guard::Guard;
 use sluice_policies::{Placeholders, Policy, normalize_host};
+
+use crate::control::Control;
+use crate::metrics::Metrics;
+pub use crate::reload::ReloadError;
+use crate::reload::Live;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -19,7 +24,6 @@ use crate::audit::{AuditLog, StartInfo};
 use crate::auth::Credentials;
 use crate::config::ProxyConfig;
 use crate::shared::{Shared, until_stopped};
-use crate::signing::Signers;
 use crate::tls::Terminator;
 use crate::upstream::{Upstream, UpstreamConfig};
 
@@ -54,6 +58,12 @@ pub enum StartError {
         /// The socket error.
         source: std::io::Error,
     },
+    /// The placeholders could not be minted.
+    #[error("{0}")]
+    Placeholders(#[from] sluice_policies::MintError),
+    /// The declaration could not be put in force.
+    #[error("{0}")]
+    Declaration(String),
     /// No randomness for the run id or credentials.
     #[error("no system randomness: {0}")]
     Random(getrandom::Error),
@@ -62,13 +72,25 @@ pub enum StartError {
     Worker(std::io::Error),
 }
 
+impl From<ReloadError> for StartError {
+    fn from(error: ReloadError) -> Self {
+        match error {
+            ReloadError::Secret(error) => StartError::Secret(error),
+            ReloadError::Random(error) => StartError::Placeholders(error),
+            other => StartError::Declaration(other.to_string()),
+        }
+    }
+}
+
 /// A running proxy.
 pub struct Proxy {
     addr: SocketAddr,
     transparent: Option<SocketAddr>,
+    /// The admin endpoint's address and credentials, when `--admin` asked for one.
+    admin: Option<(SocketAddr, Arc<Credentials>)>,
     run_id: String,
     ca: Arc<RunCa>,
-    placeholders: Placeholders,
+    control: Arc<Control>,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     accepting: Accepting,
@@ -88,12 +110,10 @@ enum Accepting {
 /// Starts a proxy: resolves secrets, mints the CA, opens the audit log, binds, accepts.
 pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     let run_id = random_hex(8)?;
-    let placeholders = config.policy.mint_placeholders();
     // Each source is read once: the guard takes every value, the signers their parts.
-    let resolved = config.policy.resolve(&placeholders)?;
-    let signers = Arc::new(Signers::new(&config.policy, &resolved));
-    let guard = Arc::new(Policy::guard_of(resolved)?);
-    let permitted: Vec<String> = config
+    let live = Arc::new(Live::start(config.policy, config.policy_path)?);
+    let declared = live.current();
+    let permitted: Vec<String> = declared
         .policy
         .intercepted_hosts()
         .iter()
@@ -129,17 +149,33 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         .map(std::net::TcpListener::local_addr)
         .transpose()
         .map_err(StartError::Worker)?;
-    // Every free-text field of every event goes through the guard, so a value in a host
-    // label or a path segment is written as its placeholder.
+    let admin = match config.admin {
+        Some(admin) => {
+            let error = |source| StartError::Listen {
+                addr: admin,
+                source,
+            };
+            let listener = TcpListener::bind(admin).await.map_err(error)?;
+            let addr = listener.local_addr().map_err(error)?;
+            let credentials =
+                Arc::new(Credentials::mint_for(crate::admin::USER).map_err(StartError::Random)?);
+            Some((listener, addr, credentials))
+        }
+        None => None,
+    };
+    // Every free-text field of every event goes through the guard in force (which knows
+    // every value the run has known), so a value in a host label or a path segment is
+    // written as its placeholder.
     let redactor = {
-        let guard = guard.clone();
-        Arc::new(move |text: String| guard.redact_string(text)) as crate::audit::Redactor
+        let live = live.clone();
+        Arc::new(move |text: String| live.current().guard.redact_string(text))
+            as crate::audit::Redactor
     };
     let audit = AuditLog::open_with_redactor(
         &config.audit_log,
         &run_id,
         StartInfo {
-            policy_sha256: config.policy.sha256_hex().to_owned(),
+            policy_sha256: declared.policy.sha256_hex().to_owned(),
             ca_sha256: ca.fingerprint_sha256(),
             withheld: config.withheld_env,
         },
@@ -153,21 +189,28 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         })?;
         pins.insert(name, ip);
     }
-    let policy = Arc::new(config.policy);
-    let allow_policy = policy.clone();
+    let metrics = Arc::new(Metrics::default());
+    // The address policy follows the declaration in force, as every new dial does.
+    let allow_live = live.clone();
     let upstream = Upstream::new(UpstreamConfig {
         pins,
-        allow_ips: Arc::new(move |ip| allow_policy.ip_allowed(ip)),
-        own_listeners: std::iter::once(addr).chain(transparent).collect(),
+        allow_ips: Arc::new(move |ip| allow_live.current().policy.ip_allowed(ip)),
+        own_listeners: std::iter::once(addr)
+            .chain(transparent)
+            .chain(admin.as_ref().map(|(_, addr, _)| *addr))
+            .collect(),
         extra_roots: config.upstream_ca,
         timeouts: config.timeouts,
     })?;
     let credentials = Credentials::mint().map_err(StartError::Random)?;
     let (stop, shutdown) = watch::channel(false);
     let shared = Arc::new(Shared {
-        policy,
-        guard,
-        signers,
+        generation: declared.generation,
+        policy: declared.policy.clone(),
+        guard: declared.guard.clone(),
+        signers: declared.signers.clone(),
+        live,
+        counters: metrics.worker(),
         credentials: Arc::new(credentials),
         terminator: Arc::new(Terminator::new(
             ca.clone(),
@@ -179,7 +222,19 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         connections: Arc::new(Semaphore::new(config.limits.max_connections)),
         shutdown: shutdown.clone(),
     });
+    drop(declared);
     tracing::info!(%addr, run_id, "sluice listening; fail-closed: unknown hosts and blocked addresses are refused");
+    let control = Arc::new(Control::new(shared.clone(), ca.clone(), metrics.clone()));
+    let admin = admin.map(|(listener, addr, credentials)| {
+        tokio::spawn(crate::admin::serve(
+            listener,
+            control.clone(),
+            credentials.clone(),
+            shutdown.clone(),
+        ));
+        tracing::info!(%addr, "admin endpoint listening (credentials in admin-url)");
+        (addr, credentials)
+    });
     let names = Arc::new(crate::transparent::names::Names::default());
     if let Some(socket) = config.dns {
         start_resolver(socket, names.clone(), &shared, &shutdown)?;
@@ -202,14 +257,19 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
             shutdown,
         )))
     } else {
-        start_workers(config.workers, listener, capture, &shared, &shutdown)?
+        let workers = Workers {
+            count: config.workers,
+            metrics: &metrics,
+        };
+        start_workers(workers, listener, capture, &shared, &shutdown)?
     };
     Ok(Proxy {
         addr,
         transparent,
+        admin,
         run_id,
         ca,
-        placeholders,
+        control,
         shared,
         stop,
         accepting,
@@ -235,6 +295,12 @@ fn start_resolver(
     Ok(())
 }
 
+/// How many workers to start, and where their counters are summed.
+struct Workers<'a> {
+    count: usize,
+    metrics: &'a Arc<Metrics>,
+}
+
 /// How long a worker's runtime waits for its blocking tasks once released.
 const WORKER_SHUTDOWN: Duration = Duration::from_secs(1);
 
@@ -242,7 +308,7 @@ const WORKER_SHUTDOWN: Duration = Duration::from_secs(1);
 /// its own and serving what it accepted there, until `shutdown`; each then keeps its
 /// runtime (and the connections still draining on it) until released.
 fn start_workers(
-    count: usize,
+    workers: Workers<'_>,
     listener: TcpListener,
     capture: Option<(std::net::TcpListener, Arc<crate::transparent::names::Names>)>,
     shared: &Shared,
@@ -253,8 +319,8 @@ fn start_workers(
         capture.set_nonblocking(true).map_err(StartError::Worker)?;
     }
     let (release, released) = watch::channel(false);
-    let mut threads = Vec::with_capacity(count);
-    for index in 0..count {
+    let mut threads = Vec::with_capacity(workers.count);
+    for index in 0..workers.count {
         let listener = listener.try_clone().map_err(StartError::Worker)?;
         let capture = match &capture {
             Some((capture, names)) => Some((
@@ -267,7 +333,7 @@ fn start_workers(
             .enable_all()
             .build()
             .map_err(StartError::Worker)?;
-        let shared = Arc::new(shared.for_worker());
+        let shared = Arc::new(shared.for_worker(workers.metrics.worker()));
         let shutdown = shutdown.clone();
         let mut released = released.clone();
         let thread = std::thread::Builder::new()
@@ -353,19 +419,49 @@ impl Proxy {
         self.shared.audit.record(event)
     }
 
-    /// The run's placeholders.
-    pub fn placeholders(&self) -> &Placeholders {
-        &self.placeholders
+    /// The placeholders of the declaration in force (a reload keeps every one a secret
+    /// still declared had, and mints those of new secrets).
+    pub fn placeholders(&self) -> Placeholders {
+        self.shared.live.current().placeholders.clone()
     }
 
-    /// The declaration this proxy enforces.
-    pub fn policy(&self) -> &Policy {
-        &self.shared.policy
+    /// The declaration in force.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.shared.live.current().policy.clone()
     }
 
-    /// The guard, for redacting the launched command's output with the same patterns.
+    /// The guard in force, for redacting the launched command's output with the same
+    /// patterns (it knows every value the run has known).
     pub fn guard(&self) -> Arc<Guard> {
-        self.shared.guard.clone()
+        self.shared.live.current().guard.clone()
+    }
+
+    /// Reads the declaration file again and puts it in force for new connections (what
+    /// `SIGHUP` and `POST /reload` do): the new generation's number, or why it was refused
+    /// (the declaration in force then stays). Audited as `reload` either way.
+    pub async fn reload(&self) -> Result<u64, ReloadError> {
+        self.control
+            .reload()
+            .await
+            .map(|declared| declared.generation)
+    }
+
+    /// The admin endpoint's address, when it was asked for.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|(addr, _)| *addr)
+    }
+
+    /// The admin URL with its credentials, for the run directory's `admin-url` only (never
+    /// the launched command's environment).
+    pub fn admin_url(&self) -> Option<String> {
+        self.admin.as_ref().map(|(addr, credentials)| {
+            format!("http://{}:{}@{addr}", credentials.user(), credentials.token())
+        })
+    }
+
+    /// The metrics page as a scrape would get it now.
+    pub fn metrics(&self) -> String {
+        self.control.scrape()
     }
 
     /// Stops accepting, lets in-flight requests finish within the drain timeout, then

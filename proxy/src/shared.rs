@@ -1,9 +1,13 @@
-//! What every task of a running proxy shares: the compiled declaration, guard and signers, the run's
-//! credentials and TLS terminator, the upstream leg, the audit log, the limits, the
-//! connection slots and the shutdown signal.
+//! What every task of a running proxy shares: the generation of the declaration in force
+//! (its guard and signers), the run's credentials and TLS terminator, the upstream leg, the
+//! audit log, the counters, the limits, the connection slots and the shutdown signal.
 //!
 //! This module sits below every step of the request path and imports none of them: a step
 //! takes what it needs from [`Shared`] and never reaches back into the one before it.
+//!
+//! A [`Shared`] is a snapshot of one generation: a connection takes the one in force when
+//! it is accepted ([`Shared::current`]) and keeps it to its end, so that a reload never
+//! changes the rules halfway through a request or a tunnel.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,6 +19,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use crate::audit::{AuditLog, Event};
 use crate::auth::Credentials;
 use crate::config::Limits;
+use crate::metrics::Counters;
+use crate::reload::Live;
 use crate::signing::Signers;
 use crate::tls::Terminator;
 use crate::upstream::Upstream;
@@ -25,9 +31,15 @@ pub(crate) type ConnSlot = Arc<OwnedSemaphorePermit>;
 
 /// What every task of a running proxy shares.
 pub(crate) struct Shared {
+    /// The generation these three belong to, of those `live` has held.
+    pub(crate) generation: u64,
     pub(crate) policy: Arc<Policy>,
     pub(crate) guard: Arc<Guard>,
     pub(crate) signers: Arc<Signers>,
+    /// The generation in force, which a reload replaces.
+    pub(crate) live: Arc<Live>,
+    /// This worker's counters (the metrics).
+    pub(crate) counters: Arc<Counters>,
     pub(crate) credentials: Arc<Credentials>,
     pub(crate) terminator: Arc<Terminator>,
     pub(crate) upstream: Upstream,
@@ -38,12 +50,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The same, with upstream pools of its own, for one worker thread.
-    pub(crate) fn for_worker(&self) -> Shared {
+    /// The same, with upstream pools and counters of its own, for one worker thread.
+    pub(crate) fn for_worker(&self, counters: Arc<Counters>) -> Shared {
         Shared {
+            generation: self.generation,
             policy: self.policy.clone(),
             guard: self.guard.clone(),
             signers: self.signers.clone(),
+            live: self.live.clone(),
+            counters,
             credentials: self.credentials.clone(),
             terminator: self.terminator.clone(),
             upstream: self.upstream.with_own_pools(),
@@ -54,10 +69,37 @@ impl Shared {
         }
     }
 
-    /// Records an audit event. A failed log is noticed by `AuditLog::is_healthy`, which every
-    /// request checks first (fail closed), so the error needs no handling here.
+    /// This snapshot if its generation is still in force, else one of the generation in
+    /// force now (sharing everything else): what a newly accepted connection serves under.
+    pub(crate) fn current(self: &Arc<Self>) -> Arc<Shared> {
+        if self.live.generation() == self.generation {
+            return self.clone();
+        }
+        let declared = self.live.current();
+        Arc::new(Shared {
+            generation: declared.generation,
+            policy: declared.policy.clone(),
+            guard: declared.guard.clone(),
+            signers: declared.signers.clone(),
+            live: self.live.clone(),
+            counters: self.counters.clone(),
+            credentials: self.credentials.clone(),
+            terminator: self.terminator.clone(),
+            upstream: self.upstream.clone(),
+            audit: self.audit.clone(),
+            limits: self.limits,
+            connections: self.connections.clone(),
+            shutdown: self.shutdown.clone(),
+        })
+    }
+
+    /// Records an audit event, and counts it. A failed log is noticed by
+    /// `AuditLog::is_healthy`, which every request checks first (fail closed), so the error
+    /// needs no handling here.
     pub(crate) fn record(&self, event: Event) {
+        self.counters.event(&event);
         if let Err(error) = self.audit.record(event) {
+            self.counters.audit_failure();
             tracing::error!(%error, "audit log write failed; sluice now refuses to proxy");
         }
     }

@@ -926,6 +926,28 @@ fn minted_placeholders_have_the_documented_form_and_differ_per_run() {
     assert_eq!(a.iter().next().unwrap().0, "github-token.v2");
 }
 
+#[test]
+fn a_reloaded_declaration_keeps_each_placeholder_it_already_had() {
+    let before = policy(
+        "version: 1\nsecrets:\n  kept:\n    from: { env: A }\n    sinks: []\n  dropped:\n    from: { env: B }\n    sinks: []\n",
+    );
+    let after = policy(
+        "version: 1\nsecrets:\n  kept:\n    from: { env: A }\n    sinks: []\n  added:\n    from: { env: C }\n    sinks: []\n  fixed:\n    from: { env: D }\n    sinks: []\n    placeholder: HOST_ENGINE_MINTED_1234\n",
+    );
+    let earlier = before.mint_placeholders();
+    let now = after.try_mint_placeholders_after(&earlier).unwrap();
+    assert_eq!(now.get("kept"), earlier.get("kept"));
+    assert_eq!(now.get("dropped"), None);
+    assert!(now.get("added").unwrap().starts_with("SLUICE_ADDED_"));
+    assert_eq!(now.get("fixed"), Some("HOST_ENGINE_MINTED_1234"));
+    // A fixed placeholder declared later wins over the one the run minted.
+    let fixed_later = policy(
+        "version: 1\nsecrets:\n  kept:\n    from: { env: A }\n    sinks: []\n    placeholder: HOST_ENGINE_MINTED_5678\n",
+    );
+    let again = fixed_later.try_mint_placeholders_after(&now).unwrap();
+    assert_eq!(again.get("kept"), Some("HOST_ENGINE_MINTED_5678"));
+}
+
 // ---- sources ----
 
 fn temp_dir(tag: &str) -> PathBuf {

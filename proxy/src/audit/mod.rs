@@ -107,6 +107,9 @@ pub enum EventKind {
     Deny,
     /// A proxy client failed authentication (`407`).
     AuthFail,
+    /// The declaration was read again (`SIGHUP`, `POST /reload`): `reason` says whether it
+    /// is in force (`reloaded`) or was refused and why, `policy_sha256` which file it read.
+    Reload,
     /// The launcher handed a real value to the command (the `command` or `file` sink);
     /// `location` says where (`env:NAME`, `file`), names only.
     Materialize,
@@ -116,7 +119,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in schema order.
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::Start,
         EventKind::Swap,
         EventKind::Refuse,
@@ -125,6 +128,7 @@ impl EventKind {
         EventKind::Tunnel,
         EventKind::Deny,
         EventKind::AuthFail,
+        EventKind::Reload,
         EventKind::Materialize,
         EventKind::Stop,
     ];
@@ -140,6 +144,7 @@ impl EventKind {
             EventKind::Tunnel => "tunnel",
             EventKind::Deny => "deny",
             EventKind::AuthFail => "auth_fail",
+            EventKind::Reload => "reload",
             EventKind::Materialize => "materialize",
             EventKind::Stop => "stop",
         }
@@ -167,6 +172,7 @@ pub struct Event {
     location: Option<String>,
     count: Option<u64>,
     reason: Option<String>,
+    policy_sha256: Option<String>,
 }
 
 impl Event {
@@ -181,12 +187,18 @@ impl Event {
             location: None,
             count: None,
             reason: None,
+            policy_sha256: None,
         }
     }
 
     /// The kind of this event.
     pub fn kind(&self) -> EventKind {
         self.kind
+    }
+
+    /// The secret this event names, if any (for the metrics).
+    pub fn secret_name(&self) -> Option<&str> {
+        self.secret.as_deref()
     }
 
     /// The secret's name (from the declaration), never its value.
@@ -231,6 +243,13 @@ impl Event {
         self.reason = Some(reason.into());
         self
     }
+
+    /// The SHA-256 of the declaration a `reload` read, 64 lowercase hex digits; written only
+    /// on `reload` events, and only when it is a hash.
+    pub fn policy_sha256(mut self, hex: impl Into<String>) -> Event {
+        self.policy_sha256 = Some(hex.into());
+        self
+    }
 }
 
 /// Per-kind tallies of the events between `start` and `stop`, carried by `stop`.
@@ -254,6 +273,13 @@ pub struct Counts {
     /// `materialize` events (absent from the logs of a proxy without a launcher).
     #[serde(default)]
     pub materialize: u64,
+    /// `reload` events (absent from the logs of a run that never reloaded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reload: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl Counts {
@@ -268,6 +294,7 @@ impl Counts {
             EventKind::Deny => self.deny += 1,
             EventKind::AuthFail => self.auth_fail += 1,
             EventKind::Materialize => self.materialize += 1,
+            EventKind::Reload => self.reload += 1,
             EventKind::Start | EventKind::Stop => {}
         }
     }

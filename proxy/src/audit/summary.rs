@@ -23,6 +23,8 @@ pub struct Summary {
     pub complete: bool,
     /// SHA-256 of the last line (see [`super::Verified::head`]).
     pub head: String,
+    /// `reload` events: how often the declaration was read again (in force or refused).
+    pub reloads: u64,
     /// One row per (secret, host) pair that appears in an event, sorted by secret then
     /// host; events without a secret (tunnels, denials, failed logins) have `secret: null`.
     pub rows: Vec<SummaryRow>,
@@ -70,12 +72,20 @@ const NO_REASON: &str = "(no reason)";
 /// Whatever [`super::verify`] finds: a log whose chain is broken is not summarised.
 pub fn summarize(path: &Path) -> Result<Summary, ChainError> {
     let mut rows: BTreeMap<(Option<String>, Option<String>), SummaryRow> = BTreeMap::new();
-    let verified = scan(path, |line| tally(&mut rows, line))?;
+    let mut reloads = 0;
+    let verified = scan(path, |line| {
+        if line.event == EventKind::Reload {
+            reloads += 1;
+        } else {
+            tally(&mut rows, line);
+        }
+    })?;
     Ok(Summary {
         run_id: verified.run_id,
         events: verified.lines,
         complete: verified.complete,
         head: verified.head,
+        reloads,
         rows: rows.into_values().collect(),
     })
 }
@@ -102,7 +112,7 @@ fn tally(rows: &mut BTreeMap<(Option<String>, Option<String>), SummaryRow>, line
         EventKind::Deny => row.denials += 1,
         EventKind::AuthFail => row.auth_failures += 1,
         EventKind::Materialize => row.materialized += 1,
-        EventKind::Start | EventKind::Stop => {}
+        EventKind::Start | EventKind::Stop | EventKind::Reload => {}
     }
 }
 
@@ -123,6 +133,9 @@ impl Summary {
                 ", no stop record (run still going, ended abruptly, or tail cut)"
             }
         );
+        if self.reloads > 0 {
+            let _ = writeln!(out, "declaration reloaded {} time(s)", self.reloads);
+        }
         if self.rows.is_empty() {
             out.push_str("no events besides start and stop\n");
             return out;

@@ -121,10 +121,36 @@ fn known_run(path: &Path) {
             .location("file"),
     )
     .unwrap();
+    log.record(
+        Event::new(EventKind::Reload)
+            .reason("reloaded")
+            .policy_sha256("c3".repeat(32)),
+    )
+    .unwrap();
     log.close().unwrap();
 }
 
 // --- writer -------------------------------------------------------------------------
+
+#[test]
+fn a_policy_hash_is_written_on_reload_events_only_and_only_when_it_is_a_hash() {
+    let dir = TempDir::new();
+    let path = dir.join("audit.jsonl");
+    let log = AuditLog::open(&path, "run-hash", start_info()).unwrap();
+    let hash = "d4".repeat(32);
+    log.record(Event::new(EventKind::Reload).policy_sha256(hash.as_str()))
+        .unwrap();
+    log.record(Event::new(EventKind::Reload).policy_sha256("not a hash: SLUICE_X_0123"))
+        .unwrap();
+    log.record(Event::new(EventKind::Swap).policy_sha256(hash.as_str()))
+        .unwrap();
+    log.close().unwrap();
+    let lines = lines(&path);
+    assert_eq!(json(&lines[1])["policy_sha256"], hash);
+    assert!(json(&lines[2]).get("policy_sha256").is_none());
+    assert!(json(&lines[3]).get("policy_sha256").is_none());
+    assert!(!lines.concat().contains("not a hash"));
+}
 
 #[test]
 fn every_event_kind_is_written_with_its_fields() {
@@ -132,7 +158,7 @@ fn every_event_kind_is_written_with_its_fields() {
     let path = dir.join("audit.jsonl");
     known_run(&path);
     let lines = lines(&path);
-    assert_eq!(lines.len(), 14);
+    assert_eq!(lines.len(), 15);
     let events: Vec<String> = lines
         .iter()
         .map(|l| json(l)["event"].as_str().unwrap().to_owned())
@@ -173,9 +199,12 @@ fn every_event_kind_is_written_with_its_fields() {
     let deny = json(&lines[10]);
     assert_eq!(deny["reason"], "blocked address");
 
-    let stop = json(&lines[13]);
+    let reload = json(&lines[13]);
+    assert_eq!(reload["event"], "reload");
+    assert_eq!(reload["policy_sha256"], "c3".repeat(32));
+    let stop = json(&lines[14]);
     assert_eq!(stop["event"], "stop");
-    assert_eq!(stop["seq"], 14);
+    assert_eq!(stop["seq"], 15);
     let counts: Counts = serde_json::from_value(stop["counts"].clone()).unwrap();
     let expected = Counts {
         swap: 2,
@@ -186,6 +215,7 @@ fn every_event_kind_is_written_with_its_fields() {
         deny: 1,
         auth_fail: 1,
         materialize: 1,
+        reload: 1,
     };
     assert_eq!(counts, expected);
 
@@ -197,10 +227,10 @@ fn every_event_kind_is_written_with_its_fields() {
         assert!(ts.len() == 24 && ts.ends_with('Z'), "ts {ts}");
     }
     let verified = verify(&path).unwrap();
-    assert_eq!(verified.lines, 14);
+    assert_eq!(verified.lines, 15);
     assert!(verified.complete);
     assert_eq!(verified.counts, expected);
-    assert_eq!(verified.head, line_hash(lines[13].as_bytes()));
+    assert_eq!(verified.head, line_hash(lines[14].as_bytes()));
 }
 
 #[test]
@@ -594,7 +624,7 @@ fn a_request_full_of_secrets_leaves_none_in_the_log() {
         "https://…@api.example/v1/items?access_token=…&key=…&…&empty=…&sig=…#…"
     );
     assert_eq!(swap["method"], NONSTANDARD_METHOD);
-    assert_eq!(verify(&path).unwrap().lines, 18);
+    assert_eq!(verify(&path).unwrap().lines, 20);
 }
 
 #[test]
@@ -864,7 +894,7 @@ fn verification_catches_tampering() {
     after.push(good[1].clone());
     assert_eq!(
         broken_at(verify_lines(&dir, &after)),
-        (15, Break::AfterStop)
+        (16, Break::AfterStop)
     );
 
     // A second start.
@@ -890,7 +920,7 @@ fn verification_catches_tampering() {
         rechained.push(text);
     }
     let (line, why) = broken_at(verify_lines(&dir, &rechained));
-    assert_eq!(line, 13);
+    assert_eq!(line, 14);
     assert!(matches!(why, Break::StopCounts { .. }), "{why:?}");
 }
 
@@ -904,13 +934,13 @@ fn verification_catches_a_cut_tail_and_an_empty_file() {
     let cut = dir.join("cut.jsonl");
     std::fs::write(&cut, &text[..text.len() - 10]).unwrap();
     let (line, why) = broken_at(verify(&cut));
-    assert_eq!((line, why), (14, Break::NotTerminated));
+    assert_eq!((line, why), (15, Break::NotTerminated));
 
     // Whole lines cut from the end: the chain holds but `stop` is missing.
     let last_two = text[..text.len() - 1].rfind('\n').unwrap();
     std::fs::write(&cut, &text[..=last_two]).unwrap();
     let verified = verify(&cut).unwrap();
-    assert_eq!((verified.lines, verified.complete), (13, false));
+    assert_eq!((verified.lines, verified.complete), (14, false));
 
     std::fs::write(&cut, "").unwrap();
     assert_eq!(broken_at(verify(&cut)), (1, Break::Empty));
@@ -928,7 +958,8 @@ fn the_summary_counts_a_known_run() {
     known_run(&path);
     let summary = summarize(&path).unwrap();
     assert_eq!(summary.run_id, "run-known");
-    assert_eq!(summary.events, 14);
+    assert_eq!(summary.events, 15);
+    assert_eq!(summary.reloads, 1);
     assert!(summary.complete);
     let row = |secret: Option<&str>, host: Option<&str>| {
         summary
@@ -955,7 +986,7 @@ fn the_summary_counts_a_known_run() {
 
     let table = summary.to_table();
     assert!(
-        table.starts_with("run run-known: 14 events, chain intact\n"),
+        table.starts_with("run run-known: 15 events, chain intact\ndeclaration reloaded 1 time(s)\n"),
         "{table}"
     );
     let gh_line = table

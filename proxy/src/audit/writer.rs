@@ -6,7 +6,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -87,10 +87,15 @@ struct Inner {
 struct Health {
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// Writes (or queueings) that failed, for the metrics; the first fails the log.
+    failures: AtomicU64,
+    /// Events queued and not yet taken by the writer, for the metrics.
+    queued: AtomicUsize,
 }
 
 impl Health {
     fn fail(&self, what: &str, err: &io::Error) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
         let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
         failure.get_or_insert_with(|| format!("{what}: {err}"));
         self.failed.store(true, Ordering::SeqCst);
@@ -228,7 +233,13 @@ impl AuditLog {
         let Some(tx) = tx.as_ref() else {
             return Err(AuditError::Closed);
         };
-        match tx.try_send(Msg::Event(Box::new(line))) {
+        // Counted before the send, so that the writer's decrement never comes first.
+        health.queued.fetch_add(1, Ordering::Relaxed);
+        let sent = tx.try_send(Msg::Event(Box::new(line)));
+        if sent.is_err() {
+            health.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        match sent {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
                 // A disk this far behind is failing: stop proxying rather than drop events.
@@ -244,6 +255,16 @@ impl AuditLog {
             }
             Err(TrySendError::Disconnected(_)) => Err(health.error()),
         }
+    }
+
+    /// How many writes have failed (the first one failed the log), for the metrics.
+    pub fn write_failures(&self) -> u64 {
+        self.inner.health.failures.load(Ordering::Relaxed)
+    }
+
+    /// How many events wait in the queue for the writer thread, for the metrics.
+    pub fn queued(&self) -> usize {
+        self.inner.health.queued.load(Ordering::Relaxed)
     }
 
     /// Whether the log is open and no write has failed: when false, the proxy refuses.
@@ -282,6 +303,12 @@ impl AuditLog {
         line.location = event.location.map(|s| cap(redact(s), MAX_NAME));
         line.count = event.count;
         line.reason = event.reason.map(|s| cap(redact(s), MAX_REASON));
+        // A hash or nothing: the field is free text to the caller, never to the log.
+        line.policy_sha256 = event.policy_sha256.filter(|hex| {
+            event.kind == EventKind::Reload
+                && hex.len() == 64
+                && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        });
         line
     }
 }
@@ -454,6 +481,7 @@ impl Writer {
                 }
                 match msg {
                     Msg::Event(line) => {
+                        health.queued.fetch_sub(1, Ordering::Relaxed);
                         if let Err(err) = self.write(*line) {
                             health.fail("writing a record", &err);
                             return;

@@ -47,12 +47,15 @@ pub(crate) async fn intercepted(
     tunnel: &Tunnel,
     shared: &Arc<Shared>,
 ) -> Response<Body> {
+    let arrived = std::time::Instant::now();
     let (parts, incoming) = request.into_parts();
     let exchange = Exchange::of_request(shared, tunnel.destination.authority(), &parts);
-    match intercepted_steps(parts, incoming, tunnel, shared, &exchange).await {
+    let response = match intercepted_steps(parts, incoming, tunnel, shared, &exchange).await {
         Ok(response) => response,
         Err(refusal) => exchange.refuse(refusal),
-    }
+    };
+    shared.counters.request_took(arrived.elapsed());
+    response
 }
 
 async fn intercepted_steps(
@@ -140,6 +143,13 @@ async fn intercepted_steps(
 
 /// An absolute-form `http://` request: forwarded to a reachable host, never swapped.
 pub(crate) async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    let arrived = std::time::Instant::now();
+    let response = plain_exchange(request, &shared).await;
+    shared.counters.request_took(arrived.elapsed());
+    response
+}
+
+async fn plain_exchange(request: Request<Incoming>, shared: &Arc<Shared>) -> Response<Body> {
     let (parts, incoming) = request.into_parts();
     // The target: an `http://` URI naming a reachable host.
     let target = match plain_target(&parts, &shared.guard, &shared.policy) {
@@ -147,11 +157,11 @@ pub(crate) async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Re
         Err(refusal) => {
             // Logged with the host as sent: the audit log's redactor sees it exactly.
             let raw = parts.uri.authority().map_or("", |a| a.as_str());
-            return Exchange::of_request(&shared, raw, &parts).refuse(refusal);
+            return Exchange::of_request(shared, raw, &parts).refuse(refusal);
         }
     };
-    let exchange = Exchange::of_request(&shared, &target.authority(), &parts);
-    match plain_steps(parts, incoming, &target, &shared, &exchange).await {
+    let exchange = Exchange::of_request(shared, &target.authority(), &parts);
+    match plain_steps(parts, incoming, &target, shared, &exchange).await {
         Ok(response) => response,
         Err(refusal) => exchange.refuse(refusal),
     }

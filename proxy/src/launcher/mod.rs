@@ -185,7 +185,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     let guard = proxy.guard();
     let started = match child_env(
         &proxy,
-        proxy.policy(),
+        &proxy.policy(),
         &guard,
         run_dir.path(),
         &config.pass_env,

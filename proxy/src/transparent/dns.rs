@@ -24,7 +24,7 @@ const TTL: u32 = 300;
 pub(crate) async fn serve(
     socket: UdpSocket,
     names: Arc<Names>,
-    shared: Arc<Shared>,
+    mut shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; 4096];
@@ -39,6 +39,8 @@ pub(crate) async fn serve(
                 }
             },
         };
+        // Each query under the declaration in force.
+        shared = shared.current();
         if let Some(answer) = answer(&buf[..len], &names, &shared) {
             send(&socket, &answer, peer).await;
         }

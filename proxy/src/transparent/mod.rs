@@ -40,14 +40,13 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let serving = shared.clone();
     crate::listen::accept(
         listener,
-        &shared,
+        shared,
         shutdown,
         "transparent",
-        move |stream, slot| {
-            let (names, shared) = (names.clone(), serving.clone());
+        move |stream, slot, shared| {
+            let names = names.clone();
             async move { serve_captured(stream, &names, shared, slot).await }
         },
     )

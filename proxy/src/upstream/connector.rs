@@ -112,6 +112,8 @@ impl Dialer {
     }
 
     async fn dial_addr(&self, addr: SocketAddr) -> Result<TcpStream, UpstreamError> {
+        self.dials
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stream = tokio::time::timeout(self.timeouts.connect, TcpStream::connect(addr))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout { addr })?

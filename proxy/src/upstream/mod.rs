@@ -120,6 +120,9 @@ pub(crate) struct Dialer {
     allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
     own_listeners: Vec<SocketAddr>,
     timeouts: Timeouts,
+    /// TCP connections dialled, for the metrics (one per pool miss or tunnel; shared by
+    /// every worker, touched only when a connection is made).
+    dials: std::sync::atomic::AtomicU64,
 }
 
 /// Errors building the upstream leg at start.
@@ -219,6 +222,7 @@ impl Upstream {
             allow_ips: config.allow_ips,
             own_listeners: config.own_listeners,
             timeouts: config.timeouts,
+            dials: std::sync::atomic::AtomicU64::new(0),
         });
         let (tls, tls_http1) = (Arc::new(tls), Arc::new(tls_http1));
         Ok(Self {
@@ -246,6 +250,11 @@ impl Upstream {
             tls_http1: self.tls_http1.clone(),
             timeouts: self.timeouts,
         }
+    }
+
+    /// TCP connections dialled upstream so far, by every worker.
+    pub(crate) fn dials(&self) -> u64 {
+        self.dialer.dials.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sends a request (absolute URI, `https` or `http`) over a pooled connection of the

@@ -1,0 +1,185 @@
+//! What a running proxy counts, and the Prometheus page (`GET /metrics` on the admin
+//! endpoint) that shows it.
+//!
+//! The request path only adds to the [`Counters`] of its own worker: plain atomics on
+//! memory no other core writes, so counting costs no contention. A scrape walks every
+//! worker's counters, sums them, and writes the page with `prometheus-client`'s encoder
+//! ([`Metrics::encode`]); gauges (connections open, the audit queue, the leaf cache) are
+//! read from their owners at that moment.
+//!
+//! # What it must never do
+//!
+//! Label a series with anything but what the declaration names or sluice's own fixed
+//! sets: secret names, event kinds, refusal codes, reload results. Never a host the
+//! sandbox chose, a path, a value or a placeholder: a metric is read by people and systems
+//! that must not learn them, and a label the sandbox controls would let it grow the page
+//! without bound.
+
+mod histogram;
+mod page;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::audit::{Event, EventKind};
+
+pub(crate) use histogram::Histogram;
+pub(crate) use page::Gauges;
+
+/// How many event kinds there are: the width of the per-kind arrays.
+const KINDS: usize = EventKind::ALL.len();
+
+/// What one worker counts. Only its own worker adds to it; a scrape reads it.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Audit events by kind, [`EventKind::ALL`] order.
+    events: [AtomicU64; KINDS],
+    /// Audit events naming a secret, by the secret's name, then by kind. A lock of the
+    /// worker's own: uncontended but for a scrape.
+    secret_events: Mutex<HashMap<Box<str>, [u64; KINDS]>>,
+    /// Refusals by their `sluice-error` code.
+    refusals: Mutex<HashMap<&'static str, u64>>,
+    /// Time from a request's arrival to its response head.
+    pub(crate) request_duration: Histogram,
+    /// Client TLS handshakes completed, and failed.
+    tls_handshakes: AtomicU64,
+    tls_failures: AtomicU64,
+    /// Audit events that could not be queued.
+    audit_failures: AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn kind_index(kind: EventKind) -> usize {
+    EventKind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .unwrap_or_default()
+}
+
+impl Counters {
+    /// Counts an audit event: its kind, and its kind for its secret when it names one.
+    pub(crate) fn event(&self, event: &Event) {
+        let kind = kind_index(event.kind());
+        self.events[kind].fetch_add(1, Ordering::Relaxed);
+        if let Some(secret) = event.secret_name() {
+            let mut by_secret = lock(&self.secret_events);
+            match by_secret.get_mut(secret) {
+                Some(counts) => counts[kind] += 1,
+                None => {
+                    let mut counts = [0; KINDS];
+                    counts[kind] = 1;
+                    by_secret.insert(secret.into(), counts);
+                }
+            }
+        }
+    }
+
+    /// Counts a refusal by its code (the `sluice-error` header's value).
+    pub(crate) fn refusal(&self, code: &'static str) {
+        *lock(&self.refusals).entry(code).or_default() += 1;
+    }
+
+    /// Counts a client TLS handshake, completed or not.
+    pub(crate) fn tls_handshake(&self, ok: bool) {
+        let counter = if ok {
+            &self.tls_handshakes
+        } else {
+            &self.tls_failures
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an audit event that could not be queued.
+    pub(crate) fn audit_failure(&self) {
+        self.audit_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records how long a request took to its response head.
+    pub(crate) fn request_took(&self, took: Duration) {
+        self.request_duration.observe(took);
+    }
+}
+
+/// Every worker's counters and the run's own: what a scrape sums.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    workers: Mutex<Vec<Arc<Counters>>>,
+    reloads_ok: AtomicU64,
+    reloads_refused: AtomicU64,
+}
+
+impl Metrics {
+    /// Counters for one more worker (or task), summed into every scrape from now on.
+    pub(crate) fn worker(&self) -> Arc<Counters> {
+        let counters = Arc::new(Counters::default());
+        lock(&self.workers).push(counters.clone());
+        counters
+    }
+
+    /// Counts a reload, in force (`ok`) or refused.
+    pub(crate) fn reload(&self, ok: bool) {
+        let counter = if ok {
+            &self.reloads_ok
+        } else {
+            &self.reloads_refused
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The sum of every worker's counters now.
+    fn sum(&self) -> Sum {
+        let mut sum = Sum::default();
+        for counters in lock(&self.workers).iter() {
+            for (total, count) in sum.events.iter_mut().zip(&counters.events) {
+                *total += count.load(Ordering::Relaxed);
+            }
+            for (secret, counts) in lock(&counters.secret_events).iter() {
+                let total = sum
+                    .secret_events
+                    .entry(secret.to_string())
+                    .or_insert([0; KINDS]);
+                for (total, count) in total.iter_mut().zip(counts) {
+                    *total += count;
+                }
+            }
+            for (code, count) in lock(&counters.refusals).iter() {
+                *sum.refusals.entry(code).or_default() += count;
+            }
+            sum.request_duration.add(&counters.request_duration);
+            sum.tls_handshakes += counters.tls_handshakes.load(Ordering::Relaxed);
+            sum.tls_failures += counters.tls_failures.load(Ordering::Relaxed);
+            sum.audit_failures += counters.audit_failures.load(Ordering::Relaxed);
+        }
+        sum.reloads_ok = self.reloads_ok.load(Ordering::Relaxed);
+        sum.reloads_refused = self.reloads_refused.load(Ordering::Relaxed);
+        sum
+    }
+
+    /// The page a scrape gets: every counter summed, the gauges as they are now, in
+    /// Prometheus's text format (version 0.0.4).
+    pub(crate) fn encode(&self, gauges: &Gauges) -> String {
+        page::encode(self.sum(), gauges)
+    }
+}
+
+/// Every worker's counters added up, for one scrape.
+#[derive(Debug, Default)]
+struct Sum {
+    events: [u64; KINDS],
+    secret_events: std::collections::BTreeMap<String, [u64; KINDS]>,
+    refusals: std::collections::BTreeMap<&'static str, u64>,
+    request_duration: histogram::Snapshot,
+    tls_handshakes: u64,
+    tls_failures: u64,
+    audit_failures: u64,
+    reloads_ok: u64,
+    reloads_refused: u64,
+}
+
+#[cfg(test)]
+mod tests;

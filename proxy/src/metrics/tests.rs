@@ -1,0 +1,78 @@
+//! Tests of the counters and the page they make.
+
+use std::time::Duration;
+
+use super::*;
+
+#[test]
+fn every_workers_counts_are_summed_into_one_page() {
+    let metrics = Metrics::default();
+    let (a, b) = (metrics.worker(), metrics.worker());
+    a.event(&Event::new(EventKind::Swap).secret("github_token"));
+    b.event(&Event::new(EventKind::Swap).secret("github_token"));
+    b.event(&Event::new(EventKind::Refuse).secret("github_token"));
+    a.event(&Event::new(EventKind::Deny));
+    a.refusal("placeholder-not-granted");
+    b.refusal("placeholder-not-granted");
+    a.tls_handshake(true);
+    b.tls_handshake(false);
+    a.request_took(Duration::from_millis(3));
+    metrics.reload(true);
+    metrics.reload(false);
+    metrics.reload(false);
+    let page = metrics.encode(&Gauges {
+        connections_open: 2,
+        audit_healthy: true,
+        secrets: 1,
+        ..Gauges::default()
+    });
+    for line in [
+        "sluice_events_total{event=\"swap\"} 2",
+        "sluice_events_total{event=\"deny\"} 1",
+        "sluice_events_total{event=\"reload\"} 0",
+        "sluice_secret_events_total{secret=\"github_token\",event=\"swap\"} 2",
+        "sluice_secret_events_total{secret=\"github_token\",event=\"refuse\"} 1",
+        "sluice_refusals_total{reason=\"placeholder-not-granted\"} 2",
+        "sluice_reloads_total{result=\"ok\"} 1",
+        "sluice_reloads_total{result=\"refused\"} 2",
+        "sluice_tls_handshakes_total 1",
+        "sluice_tls_handshake_failures_total 1",
+        "sluice_request_duration_seconds_count 1",
+        "sluice_request_duration_seconds_bucket{le=\"0.005\"} 1",
+        "sluice_request_duration_seconds_bucket{le=\"0.0025\"} 0",
+        "sluice_connections_open 2",
+        "sluice_audit_write_failures_total 0",
+        "sluice_audit_healthy 1",
+        "# TYPE sluice_request_duration_seconds histogram",
+    ] {
+        assert!(page.lines().any(|l| l == line), "missing {line:?} in\n{page}");
+    }
+    // A secret with no events of a kind has no series for it: the page stays small.
+    assert!(!page.contains("secret=\"github_token\",event=\"deny\""));
+}
+
+#[test]
+fn a_scrape_while_workers_count_sees_each_count_once() {
+    let metrics = Arc::new(Metrics::default());
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let counters = metrics.worker();
+            std::thread::spawn(move || {
+                for _ in 0..10_000 {
+                    counters.event(&Event::new(EventKind::Redact).secret("s"));
+                }
+            })
+        })
+        .collect();
+    let midway = metrics.encode(&Gauges::default());
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let page = metrics.encode(&Gauges::default());
+    assert!(
+        page.contains("sluice_events_total{event=\"redact\"} 20000"),
+        "{page}"
+    );
+    assert!(page.contains("sluice_secret_events_total{secret=\"s\",event=\"redact\"} 20000"));
+    assert!(midway.contains("sluice_events_total{event=\"redact\"}"));
+}

@@ -1,0 +1,254 @@
+//! The declaration in force, and replacing it while the proxy runs (`SIGHUP`,
+//! `POST /reload`).
+//!
+//! A [`Declared`] is one generation: the compiled declaration, its guard and signers, the
+//! placeholders. [`Live`] holds the one in force. A reload reads and checks the file again,
+//! re-reads every source, builds the next generation whole, off the request path, and puts
+//! it in force at once; a connection takes the generation in force when it is accepted and
+//! keeps it until it closes (`Shared::current`), so every check of one request, and every
+//! request of one tunnel, is made under one generation.
+//!
+//! # What it must never do
+//!
+//! - Forget a value. Every value the run has known is in every later guard: as a retired
+//!   value of its secret (redacted into the same placeholder, refused outbound, never
+//!   swapped in), or, once its declaration is gone, as a redact-only secret under its old
+//!   name and placeholder. A rotated or removed credential that comes back is caught.
+//! - Put a half-built generation in force. A declaration that fails `check`, a source that
+//!   fails, a guard that cannot be built, a host the run CA's name constraints do not
+//!   cover: the reload is refused, with the reason, and the generation in force stays.
+//! - Change a placeholder the sandbox holds: a secret still declared keeps its own.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+use sluice_ca::RunCa;
+use sluice_guard::{Guard, Placeholder, SecretValue};
+use sluice_policies::{Placeholders, Policy, SourceError};
+use zeroize::Zeroizing;
+
+use crate::signing::Signers;
+
+/// One generation of the declaration: what a reload replaces whole.
+pub(crate) struct Declared {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) guard: Arc<Guard>,
+    pub(crate) signers: Arc<Signers>,
+    pub(crate) placeholders: Placeholders,
+    /// 0 at start, one more at each reload put in force.
+    pub(crate) generation: u64,
+}
+
+/// Why a reload was refused (the generation in force stays). Never holds a value: the
+/// declaration's diagnostics quote positions and keys, sources name secrets and files.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The proxy was started without a declaration file to read again.
+    #[error("this proxy was started without a declaration file; nothing to reload")]
+    NoFile,
+    /// The declaration does not pass `sluice check`: its first diagnostic.
+    #[error("{first}")]
+    Declaration {
+        /// The first diagnostic's first line.
+        first: String,
+        /// The SHA-256 of the file read, when it could be read.
+        sha256: Option<String>,
+    },
+    /// A secret's source could not be read, or its value not guarded.
+    #[error("{0}")]
+    Secret(#[from] SourceError),
+    /// A host the new declaration intercepts lies outside the run CA's name constraints,
+    /// fixed when it was minted (the sandbox trusts that certificate only).
+    #[error(
+        "host {pattern} is outside the run CA's name constraints, fixed at start; restart sluice to intercept it"
+    )]
+    Uncovered {
+        /// The host pattern.
+        pattern: String,
+    },
+    /// No randomness for a new secret's placeholder.
+    #[error("{0}")]
+    Random(#[from] sluice_policies::MintError),
+}
+
+/// Every value the run has known, per secret, with the placeholder it had.
+#[derive(Default)]
+struct Known {
+    secrets: Vec<KnownSecret>,
+}
+
+struct KnownSecret {
+    name: String,
+    placeholder: String,
+    values: Vec<Zeroizing<Vec<u8>>>,
+}
+
+impl Known {
+    fn get(&self, name: &str) -> Option<&KnownSecret> {
+        self.secrets.iter().find(|known| known.name == name)
+    }
+
+    /// Remembers what `resolved` holds.
+    fn learn(&mut self, resolved: &[sluice_policies::ResolvedSecret]) {
+        for secret in resolved {
+            match self.secrets.iter_mut().find(|k| k.name == secret.name) {
+                Some(known) => {
+                    if known.values.iter().all(|v| **v != *secret.value) {
+                        known.values.push(secret.value.clone());
+                    }
+                    known.placeholder.clone_from(&secret.placeholder);
+                }
+                None => self.secrets.push(KnownSecret {
+                    name: secret.name.clone(),
+                    placeholder: secret.placeholder.clone(),
+                    values: vec![secret.value.clone()],
+                }),
+            }
+        }
+    }
+}
+
+/// The generation in force, and how to build the next.
+pub(crate) struct Live {
+    current: ArcSwap<Declared>,
+    /// Held for the whole of a reload: one at a time, and the known values with it.
+    known: Mutex<Known>,
+    /// The declaration file a reload reads, when the proxy was started from one.
+    path: Option<PathBuf>,
+}
+
+impl Live {
+    /// The first generation: `policy` with placeholders minted for this run, every source
+    /// read once.
+    pub(crate) fn start(policy: Policy, path: Option<PathBuf>) -> Result<Self, ReloadError> {
+        let mut known = Known::default();
+        let placeholders = policy.try_mint_placeholders()?;
+        let declared = build(policy, placeholders, &mut known, 0)?;
+        Ok(Self {
+            current: ArcSwap::from_pointee(declared),
+            known: Mutex::new(known),
+            path,
+        })
+    }
+
+    /// The generation in force now.
+    pub(crate) fn current(&self) -> Arc<Declared> {
+        self.current.load_full()
+    }
+
+    /// The generation number in force now: a cheap check for whether a snapshot is stale.
+    pub(crate) fn generation(&self) -> u64 {
+        self.current.load().generation
+    }
+
+    /// Reads the declaration file again and, if everything about it holds, puts its
+    /// generation in force. Blocking (files, sources): call it off the async runtime.
+    pub(crate) fn reload(&self, ca: &RunCa) -> Result<Arc<Declared>, ReloadError> {
+        let path = self.path.as_deref().ok_or(ReloadError::NoFile)?;
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let policy = load(path)?;
+        for pattern in policy.intercepted_hosts() {
+            let pattern = if pattern.is_wildcard() {
+                format!("*.{}", pattern.name())
+            } else {
+                pattern.name().to_owned()
+            };
+            if !ca.covers(&pattern).unwrap_or(false) {
+                return Err(ReloadError::Uncovered { pattern });
+            }
+        }
+        let earlier = self.current.load();
+        let placeholders = policy.try_mint_placeholders_after(&earlier.placeholders)?;
+        let next = Arc::new(build(
+            policy,
+            placeholders,
+            &mut known,
+            earlier.generation + 1,
+        )?);
+        self.current.store(next.clone());
+        Ok(next)
+    }
+}
+
+/// Reads and checks the declaration at `path`.
+fn load(path: &Path) -> Result<Policy, ReloadError> {
+    match Policy::load(path) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                tracing::warn!("{warning}");
+            }
+            Ok(loaded.policy)
+        }
+        Err(diagnostics) => {
+            let first = diagnostics
+                .0
+                .first()
+                .map(|d| d.to_string().lines().next().unwrap_or_default().to_owned())
+                .unwrap_or_else(|| "the declaration does not pass check".to_owned());
+            let sha256 = std::fs::read(path).ok().map(|bytes| {
+                use sha2::Digest;
+                hex::encode(sha2::Sha256::digest(&bytes))
+            });
+            Err(ReloadError::Declaration { first, sha256 })
+        }
+    }
+}
+
+/// Builds a generation: every source read, the guard over every value the run has known,
+/// the signers; `known` learns the new values only once everything succeeded.
+fn build(
+    policy: Policy,
+    placeholders: Placeholders,
+    known: &mut Known,
+    generation: u64,
+) -> Result<Declared, ReloadError> {
+    let resolved = policy.resolve(&placeholders)?;
+    let signers = Arc::new(Signers::new(&policy, &resolved));
+    let mut builder = Guard::builder();
+    for secret in &resolved {
+        let id = builder
+            .add(
+                secret.name.clone(),
+                Placeholder::parse(&secret.placeholder).map_err(SourceError::from)?,
+                SecretValue::new(secret.value.to_vec()),
+            )
+            .map_err(SourceError::from)?;
+        for old in known.get(&secret.name).into_iter().flat_map(|k| &k.values) {
+            builder
+                .add_retired(id, SecretValue::new(old.to_vec()))
+                .map_err(SourceError::from)?;
+        }
+    }
+    // Secrets no longer declared: redacted for the rest of the run, granted nothing (the
+    // declaration does not name them, so every plan refuses them).
+    for gone in known
+        .secrets
+        .iter()
+        .filter(|k| resolved.iter().all(|s| s.name != k.name))
+    {
+        let mut values = gone.values.iter();
+        let Some(first) = values.next() else { continue };
+        let id = builder
+            .add(
+                gone.name.clone(),
+                Placeholder::parse(&gone.placeholder).map_err(SourceError::from)?,
+                SecretValue::new(first.to_vec()),
+            )
+            .map_err(SourceError::from)?;
+        for old in values {
+            builder
+                .add_retired(id, SecretValue::new(old.to_vec()))
+                .map_err(SourceError::from)?;
+        }
+    }
+    let guard = Arc::new(builder.build().map_err(SourceError::from)?);
+    known.learn(&resolved);
+    Ok(Declared {
+        policy: Arc::new(policy),
+        guard,
+        signers,
+        placeholders,
+        generation,
+    })
+}
