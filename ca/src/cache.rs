@@ -82,6 +82,11 @@ impl LeafCache {
         Ok(key)
     }
 
+    /// Drops every leaf whose name `keep` refuses; a caller holding one keeps its own handle.
+    pub(crate) fn retain(&self, keep: impl Fn(&str) -> bool) {
+        lock(&self.slots).map.retain(|name, _| keep(name));
+    }
+
     /// How many names hold a slot.
     pub(crate) fn len(&self) -> usize {
         lock(&self.slots).map.len()
@@ -175,6 +180,23 @@ mod tests {
             .unwrap();
         assert!(!Arc::ptr_eq(&first, &second));
         assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn retain_drops_the_refused_names_only() {
+        let cache = LeafCache::new(4);
+        let mint = || Ok::<_, Infallible>(fake_leaf());
+        cache.get_or_mint("keep.example", |_| true, mint).unwrap();
+        cache.get_or_mint("drop.example", |_| true, mint).unwrap();
+        cache.retain(|name| name != "drop.example");
+        assert_eq!(cache.len(), 1);
+        cache
+            .get_or_mint(
+                "keep.example",
+                |_| true,
+                || -> Result<Minted, Infallible> { panic!("a kept leaf must not be minted again") },
+            )
+            .unwrap();
     }
 
     #[test]

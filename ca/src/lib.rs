@@ -296,6 +296,13 @@ impl RunCa {
         }))
     }
 
+    /// Drops the cached leaf of every name `keep` refuses (names as the cache keys them:
+    /// lowercase DNS names, IP literals without brackets): after a reload, the leaves of
+    /// hosts no longer reachable. A handshake holding one finishes with it.
+    pub fn retain_leaves(&self, keep: impl Fn(&str) -> bool) {
+        self.cache.retain(keep);
+    }
+
     /// How many leaves this CA has minted (cache misses and renewals), for tests and metrics.
     pub fn minted_count(&self) -> usize {
         self.minted.load(Ordering::Relaxed)

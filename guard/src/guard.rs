@@ -193,7 +193,10 @@ impl GuardBuilder {
             });
         }
         if value.expose() != secret.value.expose()
-            && secret.retired.iter().all(|old| old.expose() != value.expose())
+            && secret
+                .retired
+                .iter()
+                .all(|old| old.expose() != value.expose())
         {
             secret.retired.push(value);
         }

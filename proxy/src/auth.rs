@@ -5,8 +5,8 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use http::{HeaderMap, HeaderName};
 use http::header::PROXY_AUTHORIZATION;
+use http::{HeaderMap, HeaderName};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 

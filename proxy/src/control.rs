@@ -38,7 +38,14 @@ impl Control {
         let live = self.shared.live.clone();
         let ca = self.ca.clone();
         // Files, and later commands: never on a worker's thread.
-        let result = match tokio::task::spawn_blocking(move || live.reload(&ca)).await {
+        let result = match tokio::task::spawn_blocking(move || {
+            let declared = live.reload(&ca)?;
+            // Leaves of hosts the new declaration no longer reaches go.
+            ca.retain_leaves(|name| declared.policy.resolvable(name));
+            Ok(declared)
+        })
+        .await
+        {
             Ok(result) => result,
             Err(_) => Err(ReloadError::Declaration {
                 first: "the reload task panicked".to_owned(),

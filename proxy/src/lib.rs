@@ -72,5 +72,6 @@ pub mod fuzzing {
     pub use crate::rewrite::request::{Outbound, Place, PlanCache};
     pub use crate::rewrite::stream::outcome::StreamRefused;
 }
+pub use admin::USER as ADMIN_USER;
 pub use server::{Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;

@@ -28,9 +28,13 @@ pub(crate) async fn serve(
     shutdown: watch::Receiver<bool>,
 ) {
     let drained = shutdown.clone();
-    accept(listener, shared, shutdown, "", move |stream, slot, shared| {
-        serve_client(stream, shared, slot, drained.clone())
-    })
+    accept(
+        listener,
+        shared,
+        shutdown,
+        "",
+        move |stream, slot, shared| serve_client(stream, shared, slot, drained.clone()),
+    )
     .await;
 }
 

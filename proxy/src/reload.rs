@@ -116,6 +116,8 @@ pub(crate) struct Live {
     known: Mutex<Known>,
     /// The declaration file a reload reads, when the proxy was started from one.
     path: Option<PathBuf>,
+    /// The generation in force, for whoever follows reloads (the run directory's files).
+    announce: tokio::sync::watch::Sender<u64>,
 }
 
 impl Live {
@@ -129,6 +131,7 @@ impl Live {
             current: ArcSwap::from_pointee(declared),
             known: Mutex::new(known),
             path,
+            announce: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -167,7 +170,13 @@ impl Live {
             earlier.generation + 1,
         )?);
         self.current.store(next.clone());
+        self.announce.send_replace(next.generation);
         Ok(next)
+    }
+
+    /// Follows the generation in force: changes at each reload put in force.
+    pub(crate) fn follow(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.announce.subscribe()
     }
 }
 

@@ -14,8 +14,8 @@ use sluice_policies::{Placeholders, Policy, normalize_host};
 
 use crate::control::Control;
 use crate::metrics::Metrics;
-pub use crate::reload::ReloadError;
 use crate::reload::Live;
+pub use crate::reload::ReloadError;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -446,6 +446,12 @@ impl Proxy {
             .map(|declared| declared.generation)
     }
 
+    /// Changes to the generation of the declaration in force: 0 at start, one more at each
+    /// reload put in force (`sluice serve` rewrites `placeholders.env` on each).
+    pub fn generations(&self) -> watch::Receiver<u64> {
+        self.shared.live.follow()
+    }
+
     /// The admin endpoint's address, when it was asked for.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(|(addr, _)| *addr)
@@ -455,7 +461,11 @@ impl Proxy {
     /// the launched command's environment).
     pub fn admin_url(&self) -> Option<String> {
         self.admin.as_ref().map(|(addr, credentials)| {
-            format!("http://{}:{}@{addr}", credentials.user(), credentials.token())
+            format!(
+                "http://{}:{}@{addr}",
+                credentials.user(),
+                credentials.token()
+            )
         })
     }
 

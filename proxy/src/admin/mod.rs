@@ -44,7 +44,7 @@ const MAX_CONNECTIONS: usize = 16;
 const MAX_REDACT_BODY: usize = 8 * 1024 * 1024;
 
 /// The admin user name in `admin-url`.
-pub(crate) const USER: &str = "sluice-admin";
+pub const USER: &str = "sluice-admin";
 
 /// Serves the admin endpoint on `listener` until `shutdown`.
 pub(crate) async fn serve(
@@ -108,7 +108,10 @@ async fn answer(
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
         (&Method::GET, "/readyz") => match control.not_ready() {
             None => text(StatusCode::OK, "ready\n"),
-            Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+            Some(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            ),
         },
         (&Method::GET, "/metrics") => {
             let mut response = text(StatusCode::OK, control.scrape());

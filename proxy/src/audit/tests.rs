@@ -986,7 +986,9 @@ fn the_summary_counts_a_known_run() {
 
     let table = summary.to_table();
     assert!(
-        table.starts_with("run run-known: 15 events, chain intact\ndeclaration reloaded 1 time(s)\n"),
+        table.starts_with(
+            "run run-known: 15 events, chain intact\ndeclaration reloaded 1 time(s)\n"
+        ),
         "{table}"
     );
     let gh_line = table

@@ -98,6 +98,9 @@ pub(crate) struct RunArgs {
     /// workloads.
     #[arg(long)]
     pub(crate) clear_env: bool,
+    /// Where `--admin` writes its admin-url (0600; default ./sluice-admin-url).
+    #[arg(long, value_name = "FILE", requires = "admin")]
+    pub(crate) admin_url_file: Option<PathBuf>,
     /// Run the command in this machine's network, with the proxy variables only: the
     /// egress policy is then advisory. By default it runs in the jail, where sluice is the
     /// only way out.
@@ -141,6 +144,11 @@ pub(crate) struct ProxyArgs {
     /// Pin HOST to IP instead of DNS, as curl's --resolve does (repeatable).
     #[arg(long, value_parser = parse_resolve)]
     pub(crate) resolve: Vec<Resolve>,
+    /// Serve the admin endpoint on ADDR (e.g. 127.0.0.1:9090): /healthz, /readyz,
+    /// /metrics, POST /reload, /v1/redact, /v1/secrets, behind credentials of its own
+    /// written to admin-url (0600), never the proxy's and never in the command's environment.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) admin: Option<SocketAddr>,
 }
 
 impl ProxyArgs {

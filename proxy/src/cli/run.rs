@@ -23,6 +23,14 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         pass_env: args.pass_env.clone(),
         clear_env: args.clear_env,
         jail: !args.no_jail,
+        policy_path: args.proxy.policy.clone(),
+        admin: args.proxy.admin.map(|addr| {
+            let file = args
+                .admin_url_file
+                .clone()
+                .unwrap_or_else(|| "sluice-admin-url".into());
+            (addr, file)
+        }),
     };
     let Some(runtime) = super::runtime("run") else {
         return ExitCode::FAILURE;

@@ -36,6 +36,8 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     config.upstream_ca = args.proxy.upstream_ca.clone();
     config.workers = default_workers();
     config.resolve = args.proxy.pins();
+    config.policy_path = Some(args.proxy.policy.clone());
+    config.admin = args.proxy.admin;
     if let Some(address) = args.transparent {
         match std::net::TcpListener::bind(address) {
             Ok(listener) => config.transparent = Some(listener),
@@ -65,7 +67,13 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
         if let Some(address) = proxy.transparent_addr() {
             println!("transparent capture on {address}");
         }
-        wait_for_signal().await;
+        if let Some(address) = proxy.admin_addr() {
+            println!(
+                "admin endpoint on http://{}@{address} (credentials in admin-url)",
+                sluice_proxy::ADMIN_USER
+            );
+        }
+        serve_until_signalled(&proxy, &args.run_dir).await;
         tracing::info!("signal received: draining");
         match proxy.shutdown().await {
             Ok(()) => ExitCode::SUCCESS,
@@ -107,6 +115,14 @@ fn write_run_files(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<(
     let mut url = proxy.proxy_url();
     url.push('\n');
     write_file(&dir.join("proxy-url"), url.as_bytes(), 0o600)?;
+    if let Some(url) = proxy.admin_url() {
+        write_file(&dir.join("admin-url"), format!("{url}\n").as_bytes(), 0o600)?;
+    }
+    write_placeholders(dir, proxy)
+}
+
+/// `placeholders.env`, afresh: at start, and after each reload (new secrets' placeholders).
+fn write_placeholders(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<()> {
     write_file(
         &dir.join("placeholders.env"),
         placeholders_env(proxy).as_bytes(),
@@ -136,18 +152,37 @@ fn write_file(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
     crate::files::write_new(path, contents, mode)
 }
 
-async fn wait_for_signal() {
+/// Serves until SIGTERM or SIGINT; each SIGHUP reloads the declaration (the run
+/// directory's `placeholders.env` then follows it).
+async fn serve_until_signalled(proxy: &sluice_proxy::Proxy, run_dir: &Path) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
     ) else {
         // Without signal handlers the only stop is Ctrl-C's default: wait forever.
         std::future::pending::<()>().await;
         return;
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    let mut generations = proxy.generations();
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => {
+                // The outcome is audited and logged by the reload itself.
+                let _ = proxy.reload().await;
+            }
+            changed = generations.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                // A new secret's placeholder, whichever way the reload was asked for.
+                if let Err(error) = write_placeholders(run_dir, proxy) {
+                    tracing::error!(%error, "rewriting placeholders.env after a reload failed");
+                }
+            }
+        }
     }
 }

@@ -68,6 +68,11 @@ pub(crate) struct LaunchConfig {
     /// Pass only [`environment::CLEAR_ENV_ALLOWLIST`] (and `--pass-env`) of the inherited environment
     /// (`--clear-env`).
     pub clear_env: bool,
+    /// The declaration's file, which `POST /reload` reads again.
+    pub policy_path: PathBuf,
+    /// The admin endpoint's address, and the file its URL and credentials go to (`--admin`,
+    /// `--admin-url-file`): outside the run's directory, which the command reads.
+    pub admin: Option<(SocketAddr, PathBuf)>,
 }
 
 /// Why a launch failed before or around CMD. Names the part; never a value.
@@ -159,6 +164,8 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     proxy_config.upstream_ca = config.upstream_ca;
     proxy_config.workers = sluice_proxy::default_workers();
     proxy_config.resolve = config.resolve;
+    proxy_config.policy_path = Some(config.policy_path);
+    proxy_config.admin = config.admin.as_ref().map(|(addr, _)| *addr);
     // In the jail the helper starts first, with CMD's streams: it makes the sockets the
     // proxy serves inside, then waits for what to run.
     let jailed = if config.jail {
@@ -182,6 +189,13 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
             return Err(error.into());
         }
     };
+    if let Err(error) = write_admin_url(&proxy, config.admin.as_ref()) {
+        if let Some((helper, _)) = jailed {
+            helper.abandon().await;
+        }
+        let _ = proxy.shutdown().await;
+        return Err(error);
+    }
     let guard = proxy.guard();
     let started = match child_env(
         &proxy,
@@ -415,6 +429,27 @@ fn materialized(proxy: &Proxy, secret: &str, location: &str) -> Result<(), Launc
 }
 
 /// A `file`-granted value, in a 0600 file only the run can read.
+/// Writes the admin endpoint's URL (its credentials in it) to its file, 0600, and says on
+/// stderr where the endpoint is, without the token.
+fn write_admin_url(
+    proxy: &sluice_proxy::Proxy,
+    admin: Option<&(SocketAddr, PathBuf)>,
+) -> Result<(), LaunchError> {
+    let (Some((_, file)), Some(url), Some(addr)) = (admin, proxy.admin_url(), proxy.admin_addr())
+    else {
+        return Ok(());
+    };
+    let _ = std::fs::remove_file(file);
+    crate::files::write_new(file, format!("{url}\n").as_bytes(), 0o600)
+        .map_err(LaunchError::RunDir)?;
+    eprintln!(
+        "sluice: admin endpoint on http://{}@{addr}, credentials in {}",
+        sluice_proxy::ADMIN_USER,
+        file.display()
+    );
+    Ok(())
+}
+
 fn write_secret_file(run_dir: &Path, secret: &str, value: &[u8]) -> std::io::Result<PathBuf> {
     let dir = run_dir.join("secrets");
     std::fs::create_dir_all(&dir)?;

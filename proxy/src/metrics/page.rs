@@ -6,9 +6,9 @@
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::{KINDS, Sum};
@@ -88,6 +88,10 @@ impl Collector for Page {
                 MetricType::Counter,
             )?;
             for (kind, count) in EventKind::ALL.iter().zip(sum.events) {
+                // The log's own first and last lines are no events of the request path.
+                if matches!(kind, EventKind::Start | EventKind::Stop) {
+                    continue;
+                }
                 let labels = [("event", kind.as_str())];
                 ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
             }

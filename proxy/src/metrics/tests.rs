@@ -45,7 +45,10 @@ fn every_workers_counts_are_summed_into_one_page() {
         "sluice_audit_healthy 1",
         "# TYPE sluice_request_duration_seconds histogram",
     ] {
-        assert!(page.lines().any(|l| l == line), "missing {line:?} in\n{page}");
+        assert!(
+            page.lines().any(|l| l == line),
+            "missing {line:?} in\n{page}"
+        );
     }
     // A secret with no events of a kind has no series for it: the page stays small.
     assert!(!page.contains("secret=\"github_token\",event=\"deny\""));

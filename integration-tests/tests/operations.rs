@@ -1,0 +1,607 @@
+//! Running sluice for real (docs/operations.md): the admin endpoint behind credentials of
+//! its own, the metrics a real Prometheus scrapes, and reloads under load, all through the
+//! real `sluice serve` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use sluice_integration_tests::client::ProxyAt;
+use sluice_integration_tests::launch::require_program;
+use sluice_integration_tests::served::respond;
+use sluice_integration_tests::{Recorded, ServedUpstream, TestPki, sluice_bin};
+
+const CI_PROMETHEUS: &str = ".ci/run installs Debian's prometheus package (prometheus, promtool)";
+const CI_CURL: &str = "curl ships with the machine";
+
+/// The value the upstream echoes back on every answer: the first one the secret had.
+const FIRST_VALUE: &str = "rotated-value-0000-abcdefgh";
+
+fn value(round: usize) -> String {
+    format!("rotated-value-{round:04}-abcdefgh")
+}
+
+fn policy(secret: &Path, hosts: &str) -> String {
+    format!(
+        "version: 1\nsecrets:\n  api_token:\n    from: {{ file: {} }}\n    hosts: [{hosts}]\n    sinks: [egress]\n    in: [header]\negress:\n  allow: [\"127.0.0.1\", other.test]\n  allow_ips: [\"127.0.0.1/32\"]\n",
+        secret.display()
+    )
+}
+
+/// A `sluice serve --admin` child, stopped (SIGTERM) when dropped.
+struct Serve {
+    child: Child,
+    /// Holds the declaration, the secret file and the run directory.
+    _dir: tempfile::TempDir,
+    run_dir: PathBuf,
+    policy: PathBuf,
+    secret: PathBuf,
+}
+
+impl Serve {
+    fn start(pki: &TestPki, hosts: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secret = dir.path().join("token");
+        std::fs::write(&secret, value(0)).unwrap();
+        let policy = dir.path().join("policy.yaml");
+        std::fs::write(&policy, self::policy(&secret, hosts)).unwrap();
+        let run_dir = dir.path().join("run");
+        let child = Command::new(sluice_bin())
+            .arg("serve")
+            .arg("--policy")
+            .arg(&policy)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--admin",
+                "127.0.0.1:0",
+                "--run-dir",
+            ])
+            .arg(&run_dir)
+            .arg("--upstream-ca")
+            .arg(pki.ca_path())
+            .args(["--resolve", "api.test=127.0.0.1"])
+            .args(["--resolve", "other.test=127.0.0.1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sluice serve starts");
+        let serve = Self {
+            child,
+            _dir: dir,
+            run_dir,
+            policy,
+            secret,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(serve.run_dir.join("admin-url").exists()
+            && serve.run_dir.join("placeholders.env").exists())
+        {
+            assert!(Instant::now() < deadline, "sluice serve wrote no admin-url");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        serve
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.run_dir.join(file))
+            .expect("run file")
+            .trim()
+            .to_owned()
+    }
+
+    /// `user:token@host:port` of the admin endpoint.
+    fn admin(&self) -> String {
+        self.read("admin-url")
+            .trim_start_matches("http://")
+            .to_owned()
+    }
+
+    fn admin_addr(&self) -> String {
+        self.admin().rsplit('@').next().unwrap().to_owned()
+    }
+
+    fn proxy(&self) -> ProxyAt {
+        let url = self.read("proxy-url");
+        let addr = url.rsplit('@').next().unwrap().parse().unwrap();
+        ProxyAt {
+            addr,
+            url,
+            ca: self.run_dir.join("ca.pem"),
+        }
+    }
+
+    fn placeholder(&self) -> String {
+        self.read("placeholders.env")
+            .lines()
+            .find_map(|l| l.strip_prefix("API_TOKEN="))
+            .expect("API_TOKEN in placeholders.env")
+            .to_owned()
+    }
+
+    /// `curl` against the admin endpoint: the status and the body. `auth` is `user:token`.
+    fn curl(&self, method: &str, path: &str, auth: Option<&str>) -> (u16, String) {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-s", "-X", method, "-w", "\n%{http_code}"]);
+        if let Some(auth) = auth {
+            cmd.args(["-u", auth]);
+        }
+        cmd.arg(format!("http://{}{path}", self.admin_addr()));
+        let out = cmd.output().expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        let body = body.strip_suffix('\n').unwrap_or(body);
+        (status.parse().unwrap_or(0), body.to_owned())
+    }
+
+    fn admin_auth(&self) -> String {
+        self.admin().rsplit_once('@').unwrap().0.to_owned()
+    }
+
+    fn metrics(&self) -> String {
+        let (status, page) = self.curl("GET", "/metrics", Some(&self.admin_auth()));
+        assert_eq!(status, 200, "{page}");
+        // The page as served ends with a newline, which `curl` took off.
+        page + "\n"
+    }
+
+    /// The value of one series on the metrics page (0 when absent).
+    fn metric(&self, series: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn audit(&self) -> PathBuf {
+        self.run_dir.join("audit.jsonl")
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    /// Stops sluice as an operator does, waits for it to flush its log, and returns the log.
+    fn stop(&mut self) -> PathBuf {
+        self.signal("-TERM");
+        let status = self.child.wait().expect("sluice exits");
+        assert!(status.success(), "sluice serve exited {status}");
+        self.audit()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An upstream for api.test and other.test that answers with the `Authorization` it got and
+/// the secret's first value, so that every answer carries values to redact.
+async fn echoing_upstream(pki: &TestPki) -> ServedUpstream {
+    ServedUpstream::start(pki, &["api.test", "other.test"], |record: &Recorded| {
+        let auth = record
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        respond(
+            200,
+            "text/plain",
+            format!("got {auth}; first {FIRST_VALUE}\n"),
+        )
+    })
+    .await
+}
+
+/// One GET on a tunnel of its own (so that it serves under the generation in force).
+async fn get(
+    proxy: &ProxyAt,
+    host: &str,
+    port: u16,
+    placeholder: &str,
+) -> Result<(u16, String), String> {
+    let mut client = proxy
+        .open(&format!("{host}:{port}"), host, &[b"http/1.1"])
+        .await?;
+    let request = Request::get(format!("https://{host}:{port}/x"))
+        .header("host", format!("{host}:{port}"))
+        .header("authorization", format!("Bearer {placeholder}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = client.send(request).await?;
+    Ok((
+        response.status().as_u16(),
+        String::from_utf8_lossy(response.body()).into_owned(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_endpoint_answers_its_own_credentials_only_and_is_out_of_the_proxys_reach() {
+    require_program("curl", CI_CURL);
+    let pki = TestPki::new();
+    let upstream = echoing_upstream(&pki).await;
+    let mut serve = Serve::start(&pki, "api.test");
+    let placeholder = serve.placeholder();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(serve.run_dir.join("admin-url"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "admin-url is private");
+    }
+    let proxy_userinfo = serve
+        .proxy()
+        .url
+        .trim_start_matches("http://")
+        .rsplit_once('@')
+        .unwrap()
+        .0
+        .to_owned();
+    let admin = serve.admin_auth();
+    assert_ne!(
+        proxy_userinfo, admin,
+        "the admin credentials are the proxy's"
+    );
+    for (method, path) in [
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/metrics"),
+        ("POST", "/reload"),
+        ("POST", "/v1/redact"),
+        ("GET", "/v1/secrets"),
+        ("GET", "/nowhere"),
+    ] {
+        for auth in [
+            None,
+            Some(proxy_userinfo.as_str()),
+            Some("sluice-admin:wrong"),
+        ] {
+            let (status, body) = serve.curl(method, path, auth);
+            assert_eq!(status, 401, "{method} {path} with {auth:?}: {body}");
+        }
+    }
+    assert_eq!(
+        serve.curl("GET", "/healthz", Some(&admin)),
+        (200, "ok".into())
+    );
+    assert_eq!(
+        serve.curl("GET", "/readyz", Some(&admin)),
+        (200, "ready".into())
+    );
+    assert_eq!(serve.curl("GET", "/nowhere", Some(&admin)).0, 404);
+    assert_eq!(serve.curl("GET", "/reload", Some(&admin)).0, 405);
+
+    // Traffic, then what the operator sees: counts by secret, never a value or placeholder.
+    let proxy = serve.proxy();
+    for _ in 0..3 {
+        let (status, body) = get(&proxy, "api.test", upstream.port(), &placeholder)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(!body.contains("rotated-value"), "a value came back: {body}");
+    }
+    let refused = get(&proxy, "other.test", upstream.port(), &placeholder).await;
+    assert!(
+        refused.is_err() || refused.as_ref().unwrap().0 == 403,
+        "{refused:?}"
+    );
+    let page = serve.metrics();
+    assert!(
+        page.contains("sluice_secret_events_total{secret=\"api_token\",event=\"swap\"} 3"),
+        "{page}"
+    );
+    assert!(page.contains("sluice_secret_events_total{secret=\"api_token\",event=\"redact\"}"));
+    // Three tunnels to api.test, one to other.test.
+    assert!(page.contains("sluice_tls_handshakes_total 4"), "{page}");
+    for leak in [FIRST_VALUE, placeholder.as_str(), "other.test", "/x"] {
+        assert!(!page.contains(leak), "{leak} on the metrics page:\n{page}");
+    }
+
+    // A host engine's routes: the guard in force, the placeholders, never a value.
+    let body = format!("model said {FIRST_VALUE}");
+    let out = Command::new("curl")
+        .args(["-s", "-u", &admin, "--data-binary", &body])
+        .arg(format!("http://{}/v1/redact", serve.admin_addr()))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("model said {placeholder}")
+    );
+    let (status, secrets) = serve.curl("GET", "/v1/secrets", Some(&admin));
+    assert_eq!(status, 200);
+    let secrets: serde_json::Value = serde_json::from_str(&secrets).unwrap();
+    assert_eq!(secrets["secrets"][0]["name"], "api_token");
+    assert_eq!(secrets["secrets"][0]["placeholder"], placeholder.as_str());
+    assert!(!secrets.to_string().contains(FIRST_VALUE));
+
+    // Through the proxy the admin endpoint is not there, though the declaration lets
+    // 127.0.0.1 be reached: sluice never dials its own listeners.
+    let admin_addr = serve.admin_addr();
+    let mut tunnel = proxy
+        .open(&admin_addr, "127.0.0.1", &[b"http/1.1"])
+        .await
+        .expect("a tunnel toward 127.0.0.1 (the upstream is dialled per request)");
+    let request = Request::get(format!("https://{admin_addr}/metrics"))
+        .header("host", admin_addr.as_str())
+        .header(
+            "authorization",
+            format!("Basic {}", {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(&admin)
+            }),
+        )
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = tunnel.send(request).await.unwrap();
+    assert_eq!(response.status(), 403, "{:?}", response.body());
+    assert_eq!(response.headers()["sluice-error"], "address-blocked");
+    let through = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--proxy",
+            &proxy.url,
+        ])
+        .args(["-u", &admin])
+        .arg(format!("http://{admin_addr}/metrics"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&through.stdout), "403");
+    let audit = serve.stop();
+    let verified = Command::new(sluice_bin())
+        .args(["audit", "verify"])
+        .arg(&audit)
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{verified:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_scrapes_the_swap_counters_the_requests_made() {
+    require_program("prometheus", CI_PROMETHEUS);
+    require_program("promtool", CI_PROMETHEUS);
+    let pki = TestPki::new();
+    let upstream = echoing_upstream(&pki).await;
+    let serve = Serve::start(&pki, "api.test");
+    let placeholder = serve.placeholder();
+    let proxy = serve.proxy();
+    for _ in 0..5 {
+        let (status, body) = get(&proxy, "api.test", upstream.port(), &placeholder)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    // The exposition as promtool reads it.
+    let page = serve.metrics();
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        promtool
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(page.as_bytes())
+            .unwrap();
+    }
+    let checked = promtool.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    // A real Prometheus, scraping with the admin credentials every second.
+    let (user, token) = serve
+        .admin_auth()
+        .split_once(':')
+        .map(|(u, t)| (u.to_owned(), t.to_owned()))
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let web = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let web_addr = web.local_addr().unwrap();
+    drop(web);
+    std::fs::write(
+        work.path().join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sluice\n    basic_auth:\n      username: {user}\n      password: {token}\n    static_configs:\n      - targets: ['{}']\n",
+            serve.admin_addr()
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Command::new("prometheus")
+        .arg(format!(
+            "--config.file={}",
+            work.path().join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            work.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address={web_addr}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus starts");
+    let query = "sluice_secret_events_total{secret=\"api_token\",event=\"swap\"}";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last;
+    let found = loop {
+        let out = Command::new("curl")
+            .args(["-s", "-G", "--data-urlencode"])
+            .arg(format!("query={query}"))
+            .arg(format!("http://{web_addr}/api/v1/query"))
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Ok(answer) = serde_json::from_str::<serde_json::Value>(&last)
+            && let Some(value) = answer["data"]["result"][0]["value"][1].as_str()
+        {
+            break Some(value.to_owned());
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let up = Command::new("curl")
+        .args(["-s", "-G", "--data-urlencode", "query=up{job=\"sluice\"}"])
+        .arg(format!("http://{web_addr}/api/v1/query"))
+        .output()
+        .unwrap();
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
+    assert_eq!(
+        found.as_deref(),
+        Some("5"),
+        "Prometheus's answer: {last}; up: {}",
+        String::from_utf8_lossy(&up.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_reloads_under_load_fail_no_request_and_forget_no_value() {
+    require_program("curl", CI_CURL);
+    let pki = TestPki::new();
+    let upstream = echoing_upstream(&pki).await;
+    let mut serve = Serve::start(&pki, "api.test");
+    let placeholder = serve.placeholder();
+    let proxy = serve.proxy();
+    let port = upstream.port();
+
+    // The load: small GETs, each on a tunnel of its own, for as long as the reloads go on.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (proxy, placeholder, stop) = (proxy.clone(), placeholder.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut ok, mut failed) = (0usize, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match get(&proxy, "api.test", port, &placeholder).await {
+                    Ok((200, body)) if !body.contains("rotated-value") => ok += 1,
+                    other => failed.push(format!("{other:?}")),
+                }
+            }
+            (ok, failed)
+        })
+    };
+
+    let admin = serve.admin_auth();
+    for round in 1..=20 {
+        // Rotate the value, change the grant (other.test in even rounds), and reload: by
+        // signal in odd rounds, by the endpoint in even ones.
+        std::fs::write(&serve.secret, value(round)).unwrap();
+        let hosts = if round % 2 == 0 {
+            "api.test, other.test"
+        } else {
+            "api.test"
+        };
+        std::fs::write(&serve.policy, policy(&serve.secret, hosts)).unwrap();
+        let before = serve.metric("sluice_reloads_total{result=\"ok\"}");
+        if round % 2 == 1 {
+            serve.signal("-HUP");
+        } else {
+            let (status, body) = serve.curl("POST", "/reload", Some(&admin));
+            assert_eq!(status, 200, "round {round}: {body}");
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while serve.metric("sluice_reloads_total{result=\"ok\"}") != before + 1 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the reload never happened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The rotated value is swapped from now on; every earlier one is still redacted.
+        let (status, body) = get(&proxy, "api.test", port, &placeholder).await.unwrap();
+        assert_eq!(status, 200, "round {round}: {body}");
+        assert_eq!(
+            body,
+            format!("got Bearer {placeholder}; first {placeholder}\n"),
+            "round {round}"
+        );
+        let seen = upstream.records().last().unwrap().headers["authorization"].clone();
+        assert_eq!(
+            seen,
+            format!("Bearer {}", value(round)).as_str(),
+            "round {round}"
+        );
+        // The new grant is in force.
+        let other = get(&proxy, "other.test", port, &placeholder).await;
+        if round % 2 == 0 {
+            assert_eq!(
+                other.as_ref().map(|r| r.0),
+                Ok(200),
+                "round {round}: {other:?}"
+            );
+        } else {
+            assert!(
+                other.is_err() || other.as_ref().unwrap().0 == 403,
+                "round {round}: {other:?}"
+            );
+        }
+        // A declaration that fails check is refused; the one in force stays.
+        std::fs::write(
+            &serve.policy,
+            "version: 1\nsecrets:\n  api_token:\n    frm: {}\n",
+        )
+        .unwrap();
+        let (status, body) = serve.curl("POST", "/reload", Some(&admin));
+        assert_eq!(status, 422, "round {round}: {body}");
+        assert!(body.contains("policy.yaml:4:5"), "round {round}: {body}");
+        let (status, _) = get(&proxy, "api.test", port, &placeholder).await.unwrap();
+        assert_eq!(status, 200, "round {round}: after a refused reload");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = load.await.unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failed.len(),
+        ok + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(ok >= 20, "the load made only {ok} requests");
+    assert_eq!(serve.metric("sluice_reloads_total{result=\"refused\"}"), 20);
+    // Every value the run knew is still redacted, by the guard in force.
+    let all: String = (0..=20).map(|r| format!("{} ", value(r))).collect();
+    let out = Command::new("curl")
+        .args(["-s", "-u", &admin, "--data-binary", &all])
+        .arg(format!("http://{}/v1/redact", serve.admin_addr()))
+        .output()
+        .unwrap();
+    let redacted = String::from_utf8_lossy(&out.stdout);
+    assert!(!redacted.contains("rotated-value"), "{redacted}");
+
+    let audit = serve.stop();
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert_eq!(text.matches("\"event\":\"reload\"").count(), 40);
+    assert_eq!(text.matches("\"reason\":\"reloaded\"").count(), 20);
+    assert!(!text.contains("rotated-value"), "a value in the audit log");
+    let verified = Command::new(sluice_bin())
+        .args(["audit", "verify"])
+        .arg(&audit)
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{verified:?}");
+}
