@@ -580,3 +580,61 @@ fn nix_kill(pid: u32, signal: &str) {
         .unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn the_admin_endpoint_is_out_of_the_commands_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(dir.path().join("token"), TOKEN).unwrap();
+    // 127.0.0.1 reachable and dialable: only the rule that sluice never dials its own
+    // listeners stands between the command and the admin endpoint.
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\nsecrets:\n  api_token:\n    from: {{ file: {}/token }}\n    hosts: [api.test]\n    sinks: [egress]\negress:\n  allow: [\"127.0.0.1\"]\n  allow_ips: [\"127.0.0.1/32\"]\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let admin_url = dir.path().join("admin-url");
+    let script = format!(
+        r#"env | grep -ci admin | sed 's/^/env=/'
+curl -s -o /dev/null -w "proxied=%{{http_code}}\n" -m 5 http://127.0.0.1:{port}/healthz
+curl -s -o /dev/null -w "direct=%{{http_code}}\n" -m 5 --noproxy '*' http://127.0.0.1:{port}/healthz || true
+"#
+    );
+    let out = Command::new(sluice_bin())
+        .args(["run", "--policy"])
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
+        .args(["--admin", &format!("127.0.0.1:{port}"), "--admin-url-file"])
+        .arg(&admin_url)
+        .args(["--", "sh", "-c", &script])
+        .current_dir(dir.path())
+        .output()
+        .expect("sluice runs");
+    let stdout = succeeded(&out);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "admin endpoint on http://sluice-admin@127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+    let url = std::fs::read_to_string(&admin_url).unwrap();
+    assert!(url.starts_with("http://sluice-admin:"), "{url}");
+    // Not in the command's environment, not through sluice, not around it.
+    assert_lines(&stdout, &["env=0", "proxied=403"]);
+    let direct = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("direct="))
+        .unwrap();
+    assert_ne!(direct, "200", "{stdout}");
+    assert!(audit(dir.path()).contains("address-blocked"));
+}

@@ -65,6 +65,16 @@ impl Placeholders {
     }
 }
 
+/// Placeholders a run has handed out, for [`Policy::try_mint_placeholders_after`]: a proxy
+/// that reloads keeps those of every secret it has known, declared now or not.
+impl FromIterator<(String, String)> for Placeholders {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Self {
+        Self {
+            entries: pairs.into_iter().collect(),
+        }
+    }
+}
+
 /// Why placeholders could not be minted.
 #[derive(Debug, thiserror::Error)]
 #[error("the operating system's random source failed: {0}")]

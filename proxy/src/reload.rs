@@ -161,14 +161,16 @@ impl Live {
                 return Err(ReloadError::Uncovered { pattern });
             }
         }
-        let earlier = self.current.load();
-        let placeholders = policy.try_mint_placeholders_after(&earlier.placeholders)?;
-        let next = Arc::new(build(
-            policy,
-            placeholders,
-            &mut known,
-            earlier.generation + 1,
-        )?);
+        // Every placeholder the run has handed out, of secrets declared now or before: a
+        // secret declared again gets back the one the sandbox may still hold.
+        let earlier: Placeholders = known
+            .secrets
+            .iter()
+            .map(|k| (k.name.clone(), k.placeholder.clone()))
+            .collect();
+        let placeholders = policy.try_mint_placeholders_after(&earlier)?;
+        let generation = self.current.load().generation + 1;
+        let next = Arc::new(build(policy, placeholders, &mut known, generation)?);
         self.current.store(next.clone());
         self.announce.send_replace(next.generation);
         Ok(next)
@@ -260,4 +262,151 @@ fn build(
         placeholders,
         generation,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_ca::CaConfig;
+
+    use super::*;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        live: Live,
+        ca: RunCa,
+    }
+
+    fn declaration(dir: &Path, secrets: &[(&str, &str)], allow: &str) -> String {
+        let mut yaml = String::from("version: 1\nsecrets:\n");
+        for (name, host) in secrets {
+            yaml.push_str(&format!(
+                "  {name}:\n    from: {{ file: {} }}\n    hosts: [{host}]\n    sinks: [egress]\n",
+                dir.join(name).display()
+            ));
+        }
+        yaml.push_str(&format!("egress:\n  allow: [{allow}]\n"));
+        yaml
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "value-a-0000-first").unwrap();
+        std::fs::write(dir.path().join("b"), "value-b-0000-first").unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(
+            &path,
+            declaration(
+                dir.path(),
+                &[("a", "a.test"), ("b", "b.test")],
+                "other.test",
+            ),
+        )
+        .unwrap();
+        let policy = Policy::load(&path).unwrap().policy;
+        let ca = RunCa::mint(CaConfig::new("run", ["a.test", "b.test", "other.test"])).unwrap();
+        let live = Live::start(policy, Some(path)).unwrap();
+        Fixture { dir, live, ca }
+    }
+
+    impl Fixture {
+        fn write(&self, file: &str, text: &str) {
+            std::fs::write(self.dir.path().join(file), text).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_rotated_value_is_swapped_and_the_old_one_stays_redacted_under_its_placeholder() {
+        let f = fixture();
+        let first = f.live.current();
+        let placeholder = first.placeholders.get("a").unwrap().to_owned();
+        f.write("a", "value-a-0001-second");
+        let next = f.live.reload(&f.ca).unwrap();
+        assert_eq!(next.generation, 1);
+        assert_eq!(f.live.generation(), 1);
+        assert_eq!(next.placeholders.get("a"), Some(placeholder.as_str()));
+        let id = next.guard.id("a").unwrap();
+        assert_eq!(next.guard.value(id).expose(), b"value-a-0001-second");
+        assert_eq!(
+            next.guard
+                .redact_str("value-a-0000-first and value-a-0001-second"),
+            format!("{placeholder} and {placeholder}")
+        );
+        // The generation a tunnel already holds is untouched.
+        let old = first.guard.id("a").unwrap();
+        assert_eq!(first.guard.value(old).expose(), b"value-a-0000-first");
+    }
+
+    #[test]
+    fn a_secret_no_longer_declared_is_still_redacted_and_granted_nothing() {
+        let f = fixture();
+        let placeholder = f.live.current().placeholders.get("b").unwrap().to_owned();
+        std::fs::write(
+            f.dir.path().join("policy.yaml"),
+            declaration(f.dir.path(), &[("a", "a.test")], "other.test, b.test"),
+        )
+        .unwrap();
+        let next = f.live.reload(&f.ca).unwrap();
+        assert!(next.policy.secret("b").is_none());
+        assert_eq!(next.guard.redact_str("value-b-0000-first"), placeholder);
+        assert!(
+            next.policy.may_reach("b", "b.test", 443).is_err(),
+            "a secret gone from the declaration is granted nothing"
+        );
+        // Declared again later, it gets the placeholder it had.
+        std::fs::write(
+            f.dir.path().join("policy.yaml"),
+            declaration(
+                f.dir.path(),
+                &[("a", "a.test"), ("b", "b.test")],
+                "other.test",
+            ),
+        )
+        .unwrap();
+        let again = f.live.reload(&f.ca).unwrap();
+        assert_eq!(again.placeholders.get("b"), Some(placeholder.as_str()));
+    }
+
+    #[test]
+    fn a_reload_that_cannot_be_put_in_force_whole_leaves_the_generation_in_force() {
+        let f = fixture();
+        // A declaration that fails check: the first diagnostic, the file's hash.
+        f.write("policy.yaml", "version: 1\nsecrets:\n  a:\n    frm: {}\n");
+        match f.live.reload(&f.ca) {
+            Err(ReloadError::Declaration { first, sha256 }) => {
+                assert!(first.contains("policy.yaml:4:5"), "{first}");
+                assert_eq!(sha256.unwrap().len(), 64);
+            }
+            other => panic!("{:?}", other.map(|d| d.generation)),
+        }
+        // A source that cannot be read: named, no value.
+        std::fs::write(
+            f.dir.path().join("policy.yaml"),
+            declaration(
+                f.dir.path(),
+                &[("a", "a.test"), ("gone", "a.test")],
+                "other.test",
+            ),
+        )
+        .unwrap();
+        let error = f.live.reload(&f.ca).map(|d| d.generation).unwrap_err();
+        assert!(matches!(error, ReloadError::Secret(_)), "{error}");
+        assert!(error.to_string().contains("gone"), "{error}");
+        // A host outside the run CA's name constraints.
+        std::fs::write(
+            f.dir.path().join("policy.yaml"),
+            declaration(f.dir.path(), &[("a", "a.test")], "new.test"),
+        )
+        .unwrap();
+        let error = f.live.reload(&f.ca).map(|d| d.generation).unwrap_err();
+        assert!(
+            matches!(&error, ReloadError::Uncovered { pattern } if pattern == "new.test"),
+            "{error}"
+        );
+        assert_eq!(f.live.generation(), 0);
+        assert!(f.live.current().policy.secret("b").is_some());
+        // And a proxy started without a file has nothing to read again.
+        let policy = Policy::parse("version: 1\n", "inline.yaml").unwrap().policy;
+        let bare = Live::start(policy, None).unwrap();
+        assert!(matches!(bare.reload(&f.ca), Err(ReloadError::NoFile)));
+    }
 }
