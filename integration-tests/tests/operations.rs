@@ -65,8 +65,9 @@ impl Serve {
             .arg(pki.ca_path())
             .args(["--resolve", "api.test=127.0.0.1"])
             .args(["--resolve", "other.test=127.0.0.1"])
+            .args(["--log-format", "json"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("serve.err")).unwrap())
             .spawn()
             .expect("sluice serve starts");
         let serve = Self {
@@ -174,6 +175,16 @@ impl Serve {
         let status = self.child.wait().expect("sluice exits");
         assert!(status.success(), "sluice serve exited {status}");
         self.audit()
+    }
+
+    /// sluice's own log lines (`--log-format json`), each parsed.
+    fn log_lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self._dir.path().join("serve.err"))
+            .unwrap()
+            .lines()
+            .filter(|line| line.starts_with('{'))
+            .map(|line| serde_json::from_str(line).expect("a JSON log line"))
+            .collect()
     }
 }
 
@@ -598,6 +609,25 @@ async fn twenty_reloads_under_load_fail_no_request_and_forget_no_value() {
     assert_eq!(text.matches("\"event\":\"reload\"").count(), 40);
     assert_eq!(text.matches("\"reason\":\"reloaded\"").count(), 20);
     assert!(!text.contains("rotated-value"), "a value in the audit log");
+    // sluice's own log: a JSON object per line, each reload said, no value anywhere.
+    let logged = serve.log_lines();
+    let said = |needle: &str| {
+        logged
+            .iter()
+            .filter(|line| {
+                line["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(needle))
+            })
+            .count()
+    };
+    assert_eq!(said("declaration reloaded"), 20);
+    assert_eq!(said("reload refused"), 20);
+    let all_logs: String = logged.iter().map(ToString::to_string).collect();
+    assert!(
+        !all_logs.contains("rotated-value"),
+        "a value in sluice's log"
+    );
     let verified = Command::new(sluice_bin())
         .args(["audit", "verify"])
         .arg(&audit)

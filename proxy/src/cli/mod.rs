@@ -5,6 +5,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use sluice_proxy::Limits;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -149,6 +152,69 @@ pub(crate) struct ProxyArgs {
     /// written to admin-url (0600), never the proxy's and never in the command's environment.
     #[arg(long, value_name = "ADDR")]
     pub(crate) admin: Option<SocketAddr>,
+    /// How sluice's own log lines (stderr) are written: text, or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// For people: one line per event.
+    Text,
+    /// For log pipelines: one JSON object per line (tracing-subscriber's JSON layer).
+    Json,
+}
+
+/// Every limit of the proxy, as a flag; each default is the proxy's own (`Limits`).
+#[derive(Debug, Args)]
+pub(crate) struct LimitArgs {
+    /// Concurrent client connections (tunnels count against their connection).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
+    pub(crate) max_connections: usize,
+    /// Bytes of request head (431 beyond).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_header_bytes)]
+    pub(crate) max_header_bytes: usize,
+    /// Time a client has to send a request head.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) header_read_timeout: Duration,
+    /// Concurrent HTTP/2 streams per connection.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().h2_max_streams)]
+    pub(crate) h2_max_streams: u32,
+    /// Time for a client's TLS handshake.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub(crate) tls_handshake_timeout: Duration,
+    /// Time in-flight requests get at shutdown.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub(crate) drain_timeout: Duration,
+    /// The largest request body buffered to recompute its length after a swap (413 beyond).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_buffered_body)]
+    pub(crate) max_buffered_body: usize,
+    /// Time a client has to send a body that is buffered whole (408 beyond).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) body_read_timeout: Duration,
+    /// The most bytes one compressed body may decode to (a decompression bomb gets 502).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_decoded_body)]
+    pub(crate) max_decoded_body: u64,
+}
+
+impl LimitArgs {
+    /// The limits the proxy is started with.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.max_connections,
+            max_header_bytes: self.max_header_bytes,
+            header_read_timeout: self.header_read_timeout,
+            h2_max_streams: self.h2_max_streams,
+            tls_handshake_timeout: self.tls_handshake_timeout,
+            drain_timeout: self.drain_timeout,
+            max_buffered_body: self.max_buffered_body,
+            body_read_timeout: self.body_read_timeout,
+            max_decoded_body: self.max_decoded_body,
+        }
+    }
 }
 
 impl ProxyArgs {
@@ -260,25 +326,28 @@ pub(crate) fn main() -> ExitCode {
 
 /// Logs go to stderr, filtered by `RUST_LOG` (default `info`). Never a secret value: the
 /// proxy logs names, hosts and reasons only.
-pub(crate) fn init_tracing() {
-    init_tracing_at("info");
+pub(crate) fn init_tracing_as(format: LogFormat) {
+    init_tracing_at("info", format);
 }
 
-/// As [`init_tracing`], but `warn` by default: the launcher's output is the command's.
-pub(crate) fn init_tracing_quiet() {
-    init_tracing_at("warn");
+/// As [`init_tracing_as`], but `warn` by default: the launcher's output is the command's.
+pub(crate) fn init_tracing_quiet(format: LogFormat) {
+    init_tracing_at("warn", format);
 }
 
-fn init_tracing_at(default: &str) {
+fn init_tracing_at(default: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
         // AWS's signer traces the credentials it signs with (the real access key id
         // among them) at `trace`: off whatever RUST_LOG says.
         .add_directive("aws_sigv4=off".parse().expect("a valid directive"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }
 
 /// Loads a declaration, printing its diagnostics to stderr; `None` when it has errors.
@@ -296,5 +365,68 @@ pub(crate) fn load_policy(path: &Path) -> Option<sluice_policies::Policy> {
             }
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_flags_default_to_the_proxys_own_limits_and_take_durations() {
+        let parsed = Cli::try_parse_from([
+            "sluice",
+            "serve",
+            "--policy",
+            "p.yaml",
+            "--listen",
+            "127.0.0.1:0",
+            "--run-dir",
+            "run",
+        ])
+        .unwrap();
+        let Command::Serve(args) = parsed.command else {
+            panic!("serve");
+        };
+        assert_eq!(
+            format!("{:?}", args.proxy.limits.limits()),
+            format!("{:?}", Limits::default())
+        );
+        assert_eq!(args.proxy.log_format, LogFormat::Text);
+        let parsed = Cli::try_parse_from([
+            "sluice",
+            "run",
+            "--policy",
+            "p.yaml",
+            "--drain-timeout",
+            "1m 30s",
+            "--max-connections",
+            "8",
+            "--log-format",
+            "json",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let Command::Run(args) = parsed.command else {
+            panic!("run");
+        };
+        let limits = args.proxy.limits.limits();
+        assert_eq!(limits.drain_timeout, Duration::from_secs(90));
+        assert_eq!(limits.max_connections, 8);
+        assert_eq!(args.proxy.log_format, LogFormat::Json);
+        assert!(
+            Cli::try_parse_from([
+                "sluice",
+                "run",
+                "--policy",
+                "p.yaml",
+                "--drain-timeout",
+                "soon",
+                "--",
+                "true"
+            ])
+            .is_err()
+        );
     }
 }

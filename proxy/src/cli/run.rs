@@ -7,7 +7,7 @@ use crate::launcher::{LaunchConfig, run as launch};
 use super::{RunArgs, load_policy};
 
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
-    super::init_tracing_quiet();
+    super::init_tracing_quiet(args.proxy.log_format);
     let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };
@@ -24,6 +24,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         clear_env: args.clear_env,
         jail: !args.no_jail,
         policy_path: args.proxy.policy.clone(),
+        limits: args.proxy.limits.limits(),
         admin: args.proxy.admin.map(|addr| {
             let file = args
                 .admin_url_file

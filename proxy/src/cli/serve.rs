@@ -16,7 +16,7 @@ use sluice_proxy::{ProxyConfig, default_workers, start};
 use super::{ServeArgs, load_policy};
 
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
-    super::init_tracing();
+    super::init_tracing_as(args.proxy.log_format);
     let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };
@@ -38,6 +38,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     config.resolve = args.proxy.pins();
     config.policy_path = Some(args.proxy.policy.clone());
     config.admin = args.proxy.admin;
+    config.limits = args.proxy.limits.limits();
     if let Some(address) = args.transparent {
         match std::net::TcpListener::bind(address) {
             Ok(listener) => config.transparent = Some(listener),
