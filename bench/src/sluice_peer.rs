@@ -166,11 +166,13 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
             .map_err(|e| BenchError::peer("sluice", e))?;
         write(&args.dir.join("ca.pem"), &proxy.ca_pem())?;
         write(&args.dir.join("proxy-url"), &proxy.proxy_url())?;
-        let placeholder = proxy.placeholders().get(SECRET).unwrap_or_default();
-        write(&args.dir.join("placeholder"), placeholder)?;
+        let placeholders = proxy.placeholders();
+        write(
+            &args.dir.join("placeholder"),
+            placeholders.get(SECRET).unwrap_or_default(),
+        )?;
         // Every secret's, as `placeholders.env` has them (a signing secret's parts too).
-        let all: String = proxy
-            .placeholders()
+        let all: String = placeholders
             .iter()
             .map(|(name, placeholder)| format!("{name}={placeholder}\n"))
             .collect();

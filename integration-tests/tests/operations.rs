@@ -31,6 +31,29 @@ fn policy(secret: &Path, hosts: &str) -> String {
     )
 }
 
+/// `sluice serve --admin` of `policy`, upstreams pinned to 127.0.0.1 and trusted from `pki`.
+fn serve_command(pki: &TestPki, policy: &Path, run_dir: &Path) -> Command {
+    let mut command = Command::new(sluice_bin());
+    command
+        .arg("serve")
+        .arg("--policy")
+        .arg(policy)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--run-dir",
+        ])
+        .arg(run_dir)
+        .arg("--upstream-ca")
+        .arg(pki.ca_path())
+        .args(["--resolve", "api.test=127.0.0.1"])
+        .args(["--resolve", "other.test=127.0.0.1"])
+        .args(["--log-format", "json"]);
+    command
+}
+
 /// A `sluice serve --admin` child, stopped (SIGTERM) when dropped.
 struct Serve {
     child: Child,
@@ -43,29 +66,18 @@ struct Serve {
 
 impl Serve {
     fn start(pki: &TestPki, hosts: &str) -> Self {
+        Self::start_with(pki, |secret| policy(secret, hosts))
+    }
+
+    /// [`Serve::start`] with the declaration `yaml` writes for the secret file's path.
+    fn start_with(pki: &TestPki, yaml: impl Fn(&Path) -> String) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let secret = dir.path().join("token");
         std::fs::write(&secret, value(0)).unwrap();
         let policy = dir.path().join("policy.yaml");
-        std::fs::write(&policy, self::policy(&secret, hosts)).unwrap();
+        std::fs::write(&policy, yaml(&secret)).unwrap();
         let run_dir = dir.path().join("run");
-        let child = Command::new(sluice_bin())
-            .arg("serve")
-            .arg("--policy")
-            .arg(&policy)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--admin",
-                "127.0.0.1:0",
-                "--run-dir",
-            ])
-            .arg(&run_dir)
-            .arg("--upstream-ca")
-            .arg(pki.ca_path())
-            .args(["--resolve", "api.test=127.0.0.1"])
-            .args(["--resolve", "other.test=127.0.0.1"])
-            .args(["--log-format", "json"])
+        let child = serve_command(pki, &policy, &run_dir)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("serve.err")).unwrap())
             .spawn()
@@ -634,4 +646,77 @@ async fn twenty_reloads_under_load_fail_no_request_and_forget_no_value() {
         .output()
         .unwrap();
     assert!(verified.status.success(), "{verified:?}");
+}
+
+/// A declaration whose secret comes from `sh -c SCRIPT`.
+fn command_policy(script: &str) -> String {
+    format!(
+        "version: 1\nsecrets:\n  api_token:\n    from: {{ command: [sh, -c, {script:?}] }}\n    hosts: [api.test]\n    sinks: [egress]\negress:\n  allow_ips: [\"127.0.0.1/32\"]\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_source_that_fails_refuses_the_start_and_later_the_reload() {
+    let pki = TestPki::new();
+    // At start: each failure a typed error naming the secret, never the output.
+    for (script, why) in [
+        (
+            "echo printed-by-the-command; exit 3",
+            "exited with exit status: 3",
+        ),
+        ("printf ''", "printed nothing"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy.yaml");
+        std::fs::write(&policy, command_policy(script)).unwrap();
+        let out = serve_command(&pki, &policy, &dir.path().join("run"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("secret api_token: the source command sh failed")
+                && stderr.contains(why),
+            "{why}: {stderr}"
+        );
+        assert!(!stderr.contains("printed-by-the-command"), "{stderr}");
+    }
+    // Later: a command that worked fails, prints nothing, or hangs; each reload is refused
+    // and the value it had is still swapped.
+    let upstream = echoing_upstream(&pki).await;
+    let mut serve = Serve::start_with(&pki, |secret| {
+        let dir = secret.parent().unwrap().display().to_string();
+        command_policy(&format!(
+            "cd {dir}; test -f fail && exit 5; test -f silent && exit 0; test -f hang && exec sleep 60; cat token"
+        ))
+    });
+    let placeholder = serve.placeholder();
+    let dir = serve.secret.parent().unwrap().to_owned();
+    let admin = serve.admin_auth();
+    for (marker, why) in [
+        ("fail", "exited with exit status: 5"),
+        ("silent", "printed nothing"),
+        ("hang", "did not finish within 10 s"),
+    ] {
+        std::fs::write(dir.join(marker), "").unwrap();
+        std::fs::write(&serve.secret, "a-value-never-read-abc").unwrap();
+        let (status, body) = serve.curl("POST", "/reload", Some(&admin));
+        assert_eq!(status, 422, "{marker}: {body}");
+        assert!(body.contains(why), "{marker}: {body}");
+        std::fs::remove_file(dir.join(marker)).unwrap();
+        let (status, _) = get(&serve.proxy(), "api.test", upstream.port(), &placeholder)
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+        let seen = upstream.records().last().unwrap().headers["authorization"].clone();
+        assert_eq!(seen, format!("Bearer {}", value(0)).as_str(), "{marker}");
+    }
+    let audit = std::fs::read_to_string(serve.stop()).unwrap();
+    assert_eq!(
+        audit
+            .matches("\"reason\":\"refused: secret api_token: the source command sh failed")
+            .count(),
+        3,
+        "{audit}"
+    );
 }

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod command;
 pub mod credentials;
 mod error;
 mod grant;
@@ -49,6 +50,7 @@ mod raw;
 mod source;
 mod validate;
 
+pub use command::COMMAND_TIMEOUT;
 pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError};
 pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};

@@ -155,6 +155,10 @@ pub enum Source {
     /// `from: { file: PATH }`, resolved against the declaration's directory when relative
     /// and the declaration was loaded from a file. One trailing newline is trimmed.
     File(PathBuf),
+    /// `from: { command: [PROGRAM, ARGS...] }`: run without a shell, at start and at each
+    /// reload, within [`crate::COMMAND_TIMEOUT`]; its stdout less one trailing newline is
+    /// the value.
+    Command(Vec<String>),
     /// `value:` in the declaration itself.
     Literal(Literal),
 }

@@ -67,13 +67,14 @@ pub(crate) struct RawSecret {
     pub(crate) regions: Option<SpannedList>,
 }
 
-/// `from: { env: VAR }` or `from: { file: PATH }`; for a signing secret, one such source
-/// per part of its credential.
+/// `from: { env: VAR }`, `from: { file: PATH }` or `from: { command: [ARGV...] }`; for a
+/// signing secret, one such source per part of its credential.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFrom {
     pub(crate) env: Option<Spanned<String>>,
     pub(crate) file: Option<Spanned<String>>,
+    pub(crate) command: Option<SpannedList>,
     pub(crate) access_key_id: Option<Spanned<RawPartFrom>>,
     pub(crate) secret_access_key: Option<Spanned<RawPartFrom>>,
     pub(crate) session_token: Option<Spanned<RawPartFrom>>,
@@ -85,6 +86,7 @@ pub(crate) struct RawFrom {
 pub(crate) struct RawPartFrom {
     pub(crate) env: Option<Spanned<String>>,
     pub(crate) file: Option<Spanned<String>>,
+    pub(crate) command: Option<SpannedList>,
 }
 
 /// A literal secret value: zeroized on drop, never printed.

@@ -75,6 +75,9 @@ impl Policy {
                     }
                     bytes
                 }
+                Source::Command(argv) => {
+                    crate::command::run(&name, argv, crate::command::COMMAND_TIMEOUT)?
+                }
                 Source::Literal(lit) => Zeroizing::new(lit.0.to_vec()),
             };
             if value.len() < MIN_VALUE_LEN {

@@ -37,7 +37,7 @@ impl Problem {
             }
             Problem::Host(_) => "write a host name such as api.example.com, optionally with :port".into(),
             Problem::NoSource { secret } => format!(
-                "add `from: {{ env: VAR }}` (or `from: {{ file: PATH }}`) under secrets.{secret}"
+                "add `from: {{ env: VAR }}` (or `from: {{ file: PATH }}`, or `from: {{ command: [PROGRAM, ARGS...] }}`) under secrets.{secret}"
             ),
             Problem::TwoSources { .. } => "keep one source and delete the other".into(),
             Problem::EmptySource { key, what, .. } => format!("write the {what} after `{key}:`"),

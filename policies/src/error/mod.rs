@@ -79,6 +79,17 @@ pub enum SourceError {
         /// The I/O error's kind (never its text, which could quote the file).
         kind: std::io::ErrorKind,
     },
+    /// `from: { command: [...] }` failed: it could not start, exited non-zero, timed out or
+    /// printed nothing. Never carries what it printed.
+    #[error("secret {secret}: the source command {program} failed: {why}")]
+    CommandFailed {
+        /// The secret's name.
+        secret: String,
+        /// The program, as declared.
+        program: String,
+        /// What went wrong (a status, a timeout, an I/O error's kind).
+        why: String,
+    },
     /// The value is shorter than the guard can redact safely.
     #[error(
         "secret {secret}: value is {len} bytes, expected at least {min}; a shorter value cannot be redacted safely"

@@ -311,6 +311,51 @@ fn a_secret_with_no_source_or_two_sources_is_refused() {
 }
 
 #[test]
+fn a_command_source_is_a_program_and_its_arguments_and_one_source_only() {
+    let ok = policy(
+        "version: 1\nsecrets:\n  gh:\n    from: { command: [op, read, \"op://vault/gh/token\"] }\n    sinks: []\n",
+    );
+    assert!(matches!(
+        &ok.secrets()[0].source,
+        crate::model::Source::Command(argv) if argv == &["op", "read", "op://vault/gh/token"]
+    ));
+    let d = errors("version: 1\nsecrets:\n  gh:\n    from: { command: [] }\n    sinks: []\n");
+    expect_at(&d.0, 4, 22, |p| {
+        matches!(p, Problem::EmptySource { key: "command", .. })
+    });
+    let d =
+        errors("version: 1\nsecrets:\n  gh:\n    from: { command: [\"\", x] }\n    sinks: []\n");
+    expect_at(&d.0, 4, 23, |p| {
+        matches!(p, Problem::EmptySource { key: "command", .. })
+    });
+    let d =
+        errors("version: 1\nsecrets:\n  gh:\n    from: { env: A, command: [op] }\n    sinks: []\n");
+    expect_at(&d.0, 4, 30, |p| {
+        matches!(
+            p,
+            Problem::TwoSources {
+                first: "env",
+                second: "command",
+                ..
+            }
+        )
+    });
+    // A command that fails at launch is named with its status, never its output.
+    let failing = policy(
+        "version: 1\nsecrets:\n  gh:\n    from: { command: [sh, -c, \"echo out-of-a-failing-command; exit 4\"] }\n    sinks: []\n",
+    );
+    let error = failing
+        .resolve(&failing.mint_placeholders())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("secret gh") && error.contains("exit status: 4"),
+        "{error}"
+    );
+    assert!(!error.contains("out-of-a-failing-command"), "{error}");
+}
+
+#[test]
 fn shared_placeholders_are_refused() {
     let src = "version: 1
 secrets:

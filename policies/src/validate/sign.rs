@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_saphyr::Spanned;
 
 use super::secret::{check_name, granted_hosts};
-use super::source::env_or_file;
+use super::source::{Sources, one_source};
 use super::{Ctx, Pos, push_at};
 use crate::error::Problem;
 use crate::host::HostPattern;
@@ -149,10 +149,15 @@ pub(super) fn signer_decl(
                         },
                     );
                 }
-                let source = env_or_file(
+                let sources = Sources {
+                    env: node.value.env.as_ref(),
+                    file: node.value.file.as_ref(),
+                    command: node.value.command.as_ref(),
+                };
+                let source = one_source(
                     cx,
                     &part_name,
-                    (node.value.env.as_ref(), node.value.file.as_ref()),
+                    &sources,
                     Pos::of(node),
                     &format!("{base}.from.{}", part.as_str()),
                     base_dir,

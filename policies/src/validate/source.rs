@@ -1,8 +1,9 @@
-//! A secret's source, checked: exactly one of `from: { env }`, `from: { file }` or a
-//! literal `value`, none of them empty; a literal long enough to redact and, when it may
+//! A secret's source, checked: exactly one of `from: { env }`, `from: { file }`,
+//! `from: { command }` or a literal `value`, none of them empty; a literal long enough to redact and, when it may
 //! be swapped into a header, free of CR, LF and NUL.
 //!
-//! It owns the shape of the source only: it must never read the environment or a file
+//! It owns the shape of the source only: it must never read the environment or a file, or
+//! run a command
 //! (that happens at launch, in [`crate::Policy::resolve`]), and never put a literal value
 //! into a diagnostic: a literal is named by its secret and its length.
 
@@ -17,7 +18,7 @@ use crate::credentials::credential_shape;
 use crate::error::Problem;
 use crate::lint::{looks_random, reads_as_words};
 use crate::model::{Literal, Source};
-use crate::raw::RawSecret;
+use crate::raw::{RawSecret, SpannedList};
 
 /// Checks and compiles a secret's source.
 pub(super) fn compile(
@@ -78,14 +79,12 @@ pub(super) fn compile(
             }
         }
         let at = Pos::of(from);
-        let source = env_or_file(
-            cx,
-            n,
-            (from.value.env.as_ref(), from.value.file.as_ref()),
-            at,
-            &format!("{base}.from"),
-            base_dir,
-        );
+        let sources = Sources {
+            env: from.value.env.as_ref(),
+            file: from.value.file.as_ref(),
+            command: from.value.command.as_ref(),
+        };
+        let source = one_source(cx, n, &sources, at, &format!("{base}.from"), base_dir);
         return source.filter(|_| ok);
     }
     if let Some(value) = &s.value {
@@ -150,66 +149,95 @@ pub(super) fn compile(
     None
 }
 
-/// `from: { env: VAR }` or `from: { file: PATH }` (exactly one, not empty) at `path`, with
-/// a relative file taken from `base_dir`.
-pub(super) fn env_or_file(
+/// The sources one `from:` may name; exactly one must be given.
+pub(super) struct Sources<'a> {
+    pub(super) env: Option<&'a Spanned<String>>,
+    pub(super) file: Option<&'a Spanned<String>>,
+    pub(super) command: Option<&'a SpannedList>,
+}
+
+/// `from: { env: VAR }`, `from: { file: PATH }` or `from: { command: [ARGV...] }` (exactly
+/// one, not empty) at `path`, with a relative file taken from `base_dir`.
+pub(super) fn one_source(
     cx: &mut Ctx<'_>,
     secret: &str,
-    (env, file): (Option<&Spanned<String>>, Option<&Spanned<String>>),
+    sources: &Sources<'_>,
     at: Pos,
     path: &str,
     base_dir: Option<&Path>,
 ) -> Option<Source> {
     let secret = secret.to_owned();
-    match (env, file) {
-        (Some(_), Some(file)) => {
-            cx.at(
-                file,
+    let given: Vec<(&'static str, Pos)> = [
+        ("env", sources.env.map(Pos::of)),
+        ("file", sources.file.map(Pos::of)),
+        ("command", sources.command.map(Pos::of)),
+    ]
+    .into_iter()
+    .filter_map(|(key, pos)| pos.map(|pos| (key, pos)))
+    .collect();
+    match given.as_slice() {
+        [] => {
+            push_at(cx, at, path.to_owned(), Problem::NoSource { secret });
+            return None;
+        }
+        [(first, _), (second, pos), ..] => {
+            push_at(
+                cx,
+                *pos,
                 path.to_owned(),
                 Problem::TwoSources {
                     secret,
-                    first: "env",
-                    second: "file",
+                    first,
+                    second,
                 },
             );
-            None
+            return None;
         }
-        (None, None) => {
-            push_at(cx, at, path.to_owned(), Problem::NoSource { secret });
-            None
+        [_] => {}
+    }
+    let empty = |cx: &mut Ctx<'_>, pos: Pos, key: &'static str, what: &'static str| {
+        push_at(
+            cx,
+            pos,
+            format!("{path}.{key}"),
+            Problem::EmptySource {
+                secret: secret.clone(),
+                key,
+                what,
+            },
+        );
+        None
+    };
+    if let Some(env) = sources.env {
+        if env.value.trim().is_empty() {
+            return empty(cx, Pos::of(env), "env", "variable name");
         }
-        (Some(env), None) if env.value.trim().is_empty() => {
-            cx.at(
-                env,
-                format!("{path}.env"),
-                Problem::EmptySource {
-                    secret,
-                    key: "env",
-                    what: "variable name",
-                },
-            );
-            None
+        return Some(Source::Env(env.value.clone()));
+    }
+    if let Some(file) = sources.file {
+        if file.value.trim().is_empty() {
+            return empty(cx, Pos::of(file), "file", "path");
         }
-        (Some(env), None) => Some(Source::Env(env.value.clone())),
-        (None, Some(file)) if file.value.trim().is_empty() => {
-            cx.at(
-                file,
-                format!("{path}.file"),
-                Problem::EmptySource {
-                    secret,
-                    key: "file",
-                    what: "path",
-                },
-            );
-            None
+        let file = PathBuf::from(&file.value);
+        return Some(Source::File(match base_dir {
+            Some(dir) if file.is_relative() => dir.join(file),
+            _ => file,
+        }));
+    }
+    let command = sources.command?;
+    match command.value.first() {
+        None => empty(
+            cx,
+            Pos::of(command),
+            "command",
+            "program and its arguments, e.g. [op, read, \"op://vault/item/field\"]",
+        ),
+        Some(program) if program.value.trim().is_empty() => {
+            empty(cx, Pos::of(program), "command", "program name first")
         }
-        (None, Some(file)) => {
-            let file = PathBuf::from(&file.value);
-            Some(Source::File(match base_dir {
-                Some(dir) if file.is_relative() => dir.join(file),
-                _ => file,
-            }))
-        }
+        Some(_) => Some(Source::Command(
+            command.value.iter().map(|arg| arg.value.clone()).collect(),
+        )),
     }
 }
 

@@ -117,6 +117,10 @@ fn deferred(source: &Source) -> Option<String> {
     match source {
         Source::Env(variable) => Some(format!("read from the environment variable {variable}")),
         Source::File(path) => Some(format!("read from the file {}", path.display())),
+        Source::Command(argv) => Some(format!(
+            "printed by the command {} (run at start and at each reload)",
+            argv.first().map_or("", String::as_str)
+        )),
         Source::Literal(_) => None,
     }
 }
@@ -158,6 +162,7 @@ fn as_json(file: &str, diagnostics: &Diagnostics, policy: Option<&Policy>) -> Va
             let source = match decl.source() {
                 Source::Env(variable) => json!({ "env": variable }),
                 Source::File(path) => json!({ "file": path.display().to_string() }),
+                Source::Command(argv) => json!({ "command": argv }),
                 Source::Literal(_) => json!({ "literal": true }),
             };
             json!({
