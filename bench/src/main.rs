@@ -28,6 +28,7 @@ mod harness;
 mod jail;
 mod listen;
 mod load;
+mod operations;
 mod pki;
 mod report;
 mod signing;
@@ -69,6 +70,9 @@ enum Role {
     /// What re-signing costs: a SigV4-signed GET against a header swap (CPU per request at
     /// 16 connections), and a signed aws-chunked upload against an unsigned one.
     Signing(signing::SigningArgs),
+    /// What running sluice costs: CPU per request with the admin endpoint scraped every
+    /// second against not, and reload and guard build times for 10, 100 and 1,000 secrets.
+    Operations(operations::OperationsArgs),
     /// A soak: sluice under mixed load and upstream faults for `--secs`, checking that it
     /// never panics or leaks the secret and that its memory and descriptors stay flat.
     Soak(soak::SoakArgs),
@@ -212,6 +216,7 @@ fn main() -> ExitCode {
         Some(Role::Soak(args)) => soak::run(args),
         Some(Role::Jail(args)) => jail::run(args),
         Some(Role::Signing(args)) => signing::run(args),
+        Some(Role::Operations(args)) => operations::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

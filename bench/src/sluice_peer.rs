@@ -106,6 +106,10 @@ pub(crate) struct SluiceArgs {
     /// jail benchmark).
     #[arg(long, value_name = "ADDR")]
     pub(crate) transparent: Option<SocketAddr>,
+    /// Serve the admin endpoint on a free loopback port, its URL written to `admin-url`
+    /// (the operations benchmark scrapes it).
+    #[arg(long)]
+    pub(crate) admin: bool,
 }
 
 /// Runs sluice until stdin closes, then shuts it down (drain, audit log flushed).
@@ -150,6 +154,9 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
         .chain(args.pins.iter().map(String::as_str))
         .map(|host| (host.to_owned(), IpAddr::V4(Ipv4Addr::LOCALHOST)))
         .collect();
+    if args.admin {
+        config.admin = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    }
     if let Some(address) = args.transparent {
         let listener = std::net::TcpListener::bind(address)
             .map_err(|e| BenchError::peer("sluice", format!("--transparent {address}: {e}")))?;
@@ -166,6 +173,9 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
             .map_err(|e| BenchError::peer("sluice", e))?;
         write(&args.dir.join("ca.pem"), &proxy.ca_pem())?;
         write(&args.dir.join("proxy-url"), &proxy.proxy_url())?;
+        if let Some(url) = proxy.admin_url() {
+            write(&args.dir.join("admin-url"), &url)?;
+        }
         let placeholders = proxy.placeholders();
         write(
             &args.dir.join("placeholder"),

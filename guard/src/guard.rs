@@ -238,20 +238,6 @@ impl GuardBuilder {
                 }
             }
         }
-        check_overlaps(&self.secrets, &texts, &infos)?;
-
-        // A DFA scans about twice as fast as the NFAs but costs some 400 bytes of table per
-        // pattern byte: take it while that stays near 16 MiB.
-        let pattern_bytes: usize = texts.iter().map(|t| t.len()).sum();
-        let kind = (pattern_bytes <= DFA_PATTERN_BYTES).then_some(AhoCorasickKind::DFA);
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .kind(kind)
-            .build(texts.iter().map(|t| t.as_slice()))
-            .map_err(|e| GuardError::Matcher {
-                reason: e.to_string(),
-            })?;
-
         // Header and trailer names reach sluice lowercased: values and placeholders are
         // matched there without regard to ASCII case. A value must never pass in a name; a
         // placeholder in one can never be swapped, and a request must be refused for it.
@@ -264,14 +250,56 @@ impl GuardBuilder {
             })
             .unzip();
         // Standard semantics, so that every value a name holds can be reported
-        // (`values_in_name`), overlapping ones included.
-        let names = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&name_texts)
-            .map_err(|e| GuardError::Matcher {
-                reason: e.to_string(),
-            })?;
+        // (`values_in_name`), overlapping ones included. The crate's own choice of
+        // automaton for a small set; for a large one the noncontiguous NFA, the quickest to
+        // build (a reload builds it again) and fast enough for header names, which are short.
+        let names_kind =
+            (name_texts.len() > NAMES_NFA_PATTERNS).then_some(AhoCorasickKind::NoncontiguousNFA);
+        let build_names = || {
+            let names = AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .kind(names_kind)
+                .build(&name_texts)
+                .map_err(|e| GuardError::Matcher {
+                    reason: e.to_string(),
+                })?;
+            // The same automaton finds every overlap between patterns (each one exact is
+            // one without regard to case too), so no second one is built for it.
+            check_overlaps(&self.secrets, &texts, &infos, &names)?;
+            Ok::<_, GuardError>(names)
+        };
+
+        // A DFA scans about twice as fast as the NFAs but costs some 400 bytes of table per
+        // pattern byte: take it while that stays near 16 MiB.
+        let pattern_bytes: usize = texts.iter().map(|t| t.len()).sum();
+        let kind = (pattern_bytes <= DFA_PATTERN_BYTES).then_some(AhoCorasickKind::DFA);
+        let build_matcher = || {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .kind(kind)
+                .build(texts.iter().map(|t| t.as_slice()))
+                .map_err(|e| GuardError::Matcher {
+                    reason: e.to_string(),
+                })
+        };
+        // The two automata are independent: a large guard (a reload of a thousand secrets)
+        // builds them on two threads. A small one is built on this thread alone, where a
+        // thread would cost more than it saves.
+        let (names, matcher) = if pattern_bytes > PARALLEL_BUILD_BYTES {
+            std::thread::scope(|scope| {
+                let names = scope.spawn(build_names);
+                let matcher = build_matcher();
+                let names = names
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (names, matcher)
+            })
+        } else {
+            (build_names(), build_matcher())
+        };
+        let (names, matcher) = (names?, matcher?);
+
         let shortest_name_pattern = name_texts
             .iter()
             .map(|t| t.len())
@@ -310,26 +338,32 @@ impl GuardBuilder {
     }
 }
 
+/// Beyond this many bytes of patterns (some 30 secrets) the two automata are built on two
+/// threads at once.
+const PARALLEL_BUILD_BYTES: usize = 4096;
+
+/// Beyond this many patterns (some 140 secrets) the name matcher is a noncontiguous NFA:
+/// building the case-insensitive automaton the crate would choose there costs more than
+/// half of a large guard's build (measured in docs/benchmarks.md, "Operations").
+const NAMES_NFA_PATTERNS: usize = 1000;
+
 /// Refuses pattern sets whose matches would be ambiguous: a placeholder inside (or around)
-/// another pattern, or two secrets with an identical pattern.
+/// another pattern, or two secrets with an identical pattern. `all` is a Standard automaton
+/// over `texts` in their order, matching without regard to ASCII case (the name matcher):
+/// each of its hits is checked byte for byte, so only exact overlaps count.
 fn check_overlaps(
     secrets: &[Secret],
     texts: &[Zeroizing<Vec<u8>>],
     infos: &[PatternInfo],
+    all: &AhoCorasick,
 ) -> Result<(), GuardError> {
     if texts.len() < 2 {
         return Ok(());
     }
-    let all = AhoCorasick::builder()
-        .match_kind(MatchKind::Standard)
-        .build(texts.iter().map(|t| t.as_slice()))
-        .map_err(|e| GuardError::Matcher {
-            reason: e.to_string(),
-        })?;
     for (i, text) in texts.iter().enumerate() {
         for m in all.find_overlapping_iter(text.as_slice()) {
             let j = m.pattern().as_usize();
-            if i == j {
+            if i == j || text[m.start()..m.end()] != *texts[j] {
                 continue;
             }
             let (outer, inner) = (infos[i], infos[j]);

@@ -19,6 +19,7 @@
 //!   cover: the reload is refused, with the reason, and the generation in force stays.
 //! - Change a placeholder the sandbox holds: a secret still declared keeps its own.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -38,6 +39,9 @@ pub(crate) struct Declared {
     pub(crate) placeholders: Placeholders,
     /// 0 at start, one more at each reload put in force.
     pub(crate) generation: u64,
+    /// The SHA-256 of what the guard was built from (`GuardInput`): a reload whose
+    /// secrets, placeholders and values are all unchanged keeps the guard.
+    guard_input: [u8; 32],
 }
 
 /// Why a reload was refused (the generation in force stays). Never holds a value: the
@@ -72,38 +76,37 @@ pub enum ReloadError {
     Random(#[from] sluice_policies::MintError),
 }
 
-/// Every value the run has known, per secret, with the placeholder it had.
+/// Every value the run has known, per secret (by name), with the placeholder it had.
 #[derive(Default)]
 struct Known {
-    secrets: Vec<KnownSecret>,
+    secrets: BTreeMap<String, KnownSecret>,
 }
 
 struct KnownSecret {
-    name: String,
     placeholder: String,
     values: Vec<Zeroizing<Vec<u8>>>,
 }
 
 impl Known {
-    fn get(&self, name: &str) -> Option<&KnownSecret> {
-        self.secrets.iter().find(|known| known.name == name)
-    }
-
     /// Remembers what `resolved` holds.
     fn learn(&mut self, resolved: &[sluice_policies::ResolvedSecret]) {
         for secret in resolved {
-            match self.secrets.iter_mut().find(|k| k.name == secret.name) {
+            match self.secrets.get_mut(&secret.name) {
                 Some(known) => {
                     if known.values.iter().all(|v| **v != *secret.value) {
                         known.values.push(secret.value.clone());
                     }
                     known.placeholder.clone_from(&secret.placeholder);
                 }
-                None => self.secrets.push(KnownSecret {
-                    name: secret.name.clone(),
-                    placeholder: secret.placeholder.clone(),
-                    values: vec![secret.value.clone()],
-                }),
+                None => {
+                    self.secrets.insert(
+                        secret.name.clone(),
+                        KnownSecret {
+                            placeholder: secret.placeholder.clone(),
+                            values: vec![secret.value.clone()],
+                        },
+                    );
+                }
             }
         }
     }
@@ -126,7 +129,7 @@ impl Live {
     pub(crate) fn start(policy: Policy, path: Option<PathBuf>) -> Result<Self, ReloadError> {
         let mut known = Known::default();
         let placeholders = policy.try_mint_placeholders()?;
-        let declared = build(policy, placeholders, &mut known, 0)?;
+        let declared = build(policy, placeholders, &mut known, None)?;
         Ok(Self {
             current: ArcSwap::from_pointee(declared),
             known: Mutex::new(known),
@@ -166,11 +169,11 @@ impl Live {
         let earlier: Placeholders = known
             .secrets
             .iter()
-            .map(|k| (k.name.clone(), k.placeholder.clone()))
+            .map(|(name, k)| (name.clone(), k.placeholder.clone()))
             .collect();
         let placeholders = policy.try_mint_placeholders_after(&earlier)?;
-        let generation = self.current.load().generation + 1;
-        let next = Arc::new(build(policy, placeholders, &mut known, generation)?);
+        let previous = self.current.load_full();
+        let next = Arc::new(build(policy, placeholders, &mut known, Some(&previous))?);
         self.current.store(next.clone());
         self.announce.send_replace(next.generation);
         Ok(next)
@@ -206,61 +209,118 @@ fn load(path: &Path) -> Result<Policy, ReloadError> {
     }
 }
 
-/// Builds a generation: every source read, the guard over every value the run has known,
-/// the signers; `known` learns the new values only once everything succeeded.
+/// What one guard is built from, in order: each secret's name, placeholder, value and
+/// retired values. Kept only as a SHA-256, to tell whether a reload changed any of it;
+/// never shown anywhere.
+struct GuardInput<'a> {
+    entries: Vec<GuardEntry<'a>>,
+}
+
+/// One secret of a [`GuardInput`].
+struct GuardEntry<'a> {
+    name: &'a str,
+    placeholder: &'a str,
+    value: &'a [u8],
+    retired: Vec<&'a [u8]>,
+}
+
+impl GuardInput<'_> {
+    fn digest(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hash.update((bytes.len() as u64).to_be_bytes());
+            hash.update(bytes);
+        };
+        for entry in &self.entries {
+            field(entry.name.as_bytes());
+            field(entry.placeholder.as_bytes());
+            field(entry.value);
+            for old in &entry.retired {
+                field(old);
+            }
+            field(b"");
+        }
+        hash.finalize().into()
+    }
+
+    fn build(&self) -> Result<Guard, SourceError> {
+        let mut builder = Guard::builder();
+        for entry in &self.entries {
+            let id = builder.add(
+                entry.name,
+                Placeholder::parse(entry.placeholder)?,
+                SecretValue::new(entry.value.to_vec()),
+            )?;
+            for old in &entry.retired {
+                builder.add_retired(id, SecretValue::new(old.to_vec()))?;
+            }
+        }
+        Ok(builder.build()?)
+    }
+}
+
+/// Builds a generation: every source read, the guard over every value the run has known
+/// (the guard in force reused when none of that changed: a reload that changes grants
+/// only), the signers; `known` learns the new values only once everything succeeded.
 fn build(
     policy: Policy,
     placeholders: Placeholders,
     known: &mut Known,
-    generation: u64,
+    previous: Option<&Declared>,
 ) -> Result<Declared, ReloadError> {
     let resolved = policy.resolve(&placeholders)?;
     let signers = Arc::new(Signers::new(&policy, &resolved));
-    let mut builder = Guard::builder();
-    for secret in &resolved {
-        let id = builder
-            .add(
-                secret.name.clone(),
-                Placeholder::parse(&secret.placeholder).map_err(SourceError::from)?,
-                SecretValue::new(secret.value.to_vec()),
-            )
-            .map_err(SourceError::from)?;
-        for old in known.get(&secret.name).into_iter().flat_map(|k| &k.values) {
-            builder
-                .add_retired(id, SecretValue::new(old.to_vec()))
-                .map_err(SourceError::from)?;
-        }
-    }
+    let declared: BTreeMap<&str, ()> = resolved.iter().map(|s| (s.name.as_str(), ())).collect();
+    let retired = |name: &str, current: &[u8]| -> Vec<&[u8]> {
+        known.secrets.get(name).map_or_else(Vec::new, |k| {
+            k.values
+                .iter()
+                .map(|v| v.as_slice())
+                .filter(|v| *v != current)
+                .collect()
+        })
+    };
+    let mut input = GuardInput {
+        entries: resolved
+            .iter()
+            .map(|s| GuardEntry {
+                name: s.name.as_str(),
+                placeholder: s.placeholder.as_str(),
+                value: s.value.as_slice(),
+                retired: retired(&s.name, &s.value),
+            })
+            .collect(),
+    };
     // Secrets no longer declared: redacted for the rest of the run, granted nothing (the
     // declaration does not name them, so every plan refuses them).
-    for gone in known
-        .secrets
-        .iter()
-        .filter(|k| resolved.iter().all(|s| s.name != k.name))
-    {
+    for (name, gone) in &known.secrets {
+        if declared.contains_key(name.as_str()) {
+            continue;
+        }
         let mut values = gone.values.iter();
         let Some(first) = values.next() else { continue };
-        let id = builder
-            .add(
-                gone.name.clone(),
-                Placeholder::parse(&gone.placeholder).map_err(SourceError::from)?,
-                SecretValue::new(first.to_vec()),
-            )
-            .map_err(SourceError::from)?;
-        for old in values {
-            builder
-                .add_retired(id, SecretValue::new(old.to_vec()))
-                .map_err(SourceError::from)?;
-        }
+        input.entries.push(GuardEntry {
+            name: name.as_str(),
+            placeholder: gone.placeholder.as_str(),
+            value: first.as_slice(),
+            retired: values.map(|v| v.as_slice()).collect(),
+        });
     }
-    let guard = Arc::new(builder.build().map_err(SourceError::from)?);
+    let digest = input.digest();
+    let guard = match previous {
+        Some(previous) if previous.guard_input == digest => previous.guard.clone(),
+        _ => Arc::new(input.build()?),
+    };
+    drop(input);
     known.learn(&resolved);
     Ok(Declared {
         policy: Arc::new(policy),
         guard,
         signers,
         placeholders,
-        generation,
+        generation: previous.map_or(0, |p| p.generation + 1),
+        guard_input: digest,
     })
 }
 
@@ -334,6 +394,32 @@ mod tests {
         // The generation a tunnel already holds is untouched.
         let old = first.guard.id("a").unwrap();
         assert_eq!(first.guard.value(old).expose(), b"value-a-0000-first");
+    }
+
+    #[test]
+    fn a_reload_that_changes_grants_only_keeps_the_guard_and_a_rotation_builds_a_new_one() {
+        let f = fixture();
+        let first = f.live.current();
+        std::fs::write(
+            f.dir.path().join("policy.yaml"),
+            declaration(
+                f.dir.path(),
+                &[("a", "other.test"), ("b", "b.test")],
+                "a.test",
+            ),
+        )
+        .unwrap();
+        let regranted = f.live.reload(&f.ca).unwrap();
+        assert!(Arc::ptr_eq(&first.guard, &regranted.guard));
+        assert!(regranted.policy.may_reach("a", "other.test", 443).is_ok());
+        f.write("b", "value-b-0001-second");
+        let rotated = f.live.reload(&f.ca).unwrap();
+        assert!(!Arc::ptr_eq(&regranted.guard, &rotated.guard));
+        // Unchanged again from there: kept, the retired value with it.
+        let again = f.live.reload(&f.ca).unwrap();
+        assert!(Arc::ptr_eq(&rotated.guard, &again.guard));
+        let placeholder = again.placeholders.get("b").unwrap();
+        assert_eq!(again.guard.redact_str("value-b-0000-first"), placeholder);
     }
 
     #[test]

@@ -20,7 +20,9 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };
-    warn_host_engine_only(&policy);
+    if args.proxy.admin.is_none() {
+        warn_host_engine_only(&policy);
+    }
     if let Err(error) = prepare_run_dir(&args.run_dir) {
         eprintln!(
             "sluice serve: run directory {}: {error}",
@@ -86,15 +88,16 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     })
 }
 
-/// Says at start which secrets only a host engine can serve (`prompt`, `agent`, `params`):
-/// this proxy swaps `egress` only, and has no admin endpoint through which a host engine
-/// could read their placeholders and serve them, so they are only redacted here.
+/// Says at start which secrets only a host engine can serve (`prompt`, `agent`, `params`)
+/// when no admin endpoint is on: this proxy swaps `egress` only, and a host engine could
+/// read their placeholders (`GET /v1/secrets`) and redact with its guard (`POST /v1/redact`)
+/// only there, so without one they are only redacted here.
 fn warn_host_engine_only(policy: &sluice_policies::Policy) {
     for decl in policy.secrets() {
         if decl.unserved_by(&[sluice_policies::Sink::Egress]) {
             let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
             eprintln!(
-                "sluice serve: warning: secret {} asks for {}, which this proxy does not serve and no admin endpoint is on for a host engine to serve; it is only redacted here",
+                "sluice serve: warning: secret {} asks for {}, which this proxy does not serve and no admin endpoint is on for a host engine to serve (--admin); it is only redacted here",
                 decl.name(),
                 sinks.join(", ")
             );
