@@ -32,7 +32,7 @@ fn policy(secret: &Path, hosts: &str) -> String {
 }
 
 /// `sluice serve --admin` of `policy`, upstreams pinned to 127.0.0.1 and trusted from `pki`.
-fn serve_command(pki: &TestPki, policy: &Path, run_dir: &Path) -> Command {
+fn serve_command(pki: &TestPki, policy: &Path, run_dir: &Path, watch: bool) -> Command {
     let mut command = Command::new(sluice_bin());
     command
         .arg("serve")
@@ -51,6 +51,10 @@ fn serve_command(pki: &TestPki, policy: &Path, run_dir: &Path) -> Command {
         .args(["--resolve", "api.test=127.0.0.1"])
         .args(["--resolve", "other.test=127.0.0.1"])
         .args(["--log-format", "json"]);
+    if !watch {
+        // Reloads only when the test asks, so that it can count them.
+        command.arg("--no-watch");
+    }
     command
 }
 
@@ -66,18 +70,18 @@ struct Serve {
 
 impl Serve {
     fn start(pki: &TestPki, hosts: &str) -> Self {
-        Self::start_with(pki, |secret| policy(secret, hosts))
+        Self::start_with(pki, false, |secret| policy(secret, hosts))
     }
 
     /// [`Serve::start`] with the declaration `yaml` writes for the secret file's path.
-    fn start_with(pki: &TestPki, yaml: impl Fn(&Path) -> String) -> Self {
+    fn start_with(pki: &TestPki, watch: bool, yaml: impl Fn(&Path) -> String) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let secret = dir.path().join("token");
         std::fs::write(&secret, value(0)).unwrap();
         let policy = dir.path().join("policy.yaml");
         std::fs::write(&policy, yaml(&secret)).unwrap();
         let run_dir = dir.path().join("run");
-        let child = serve_command(pki, &policy, &run_dir)
+        let child = serve_command(pki, &policy, &run_dir, watch)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("serve.err")).unwrap())
             .spawn()
@@ -669,7 +673,7 @@ async fn a_command_source_that_fails_refuses_the_start_and_later_the_reload() {
         let dir = tempfile::tempdir().unwrap();
         let policy = dir.path().join("policy.yaml");
         std::fs::write(&policy, command_policy(script)).unwrap();
-        let out = serve_command(&pki, &policy, &dir.path().join("run"))
+        let out = serve_command(&pki, &policy, &dir.path().join("run"), false)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -684,7 +688,7 @@ async fn a_command_source_that_fails_refuses_the_start_and_later_the_reload() {
     // Later: a command that worked fails, prints nothing, or hangs; each reload is refused
     // and the value it had is still swapped.
     let upstream = echoing_upstream(&pki).await;
-    let mut serve = Serve::start_with(&pki, |secret| {
+    let mut serve = Serve::start_with(&pki, false, |secret| {
         let dir = secret.parent().unwrap().display().to_string();
         command_policy(&format!(
             "cd {dir}; test -f fail && exit 5; test -f silent && exit 0; test -f hang && exec sleep 60; cat token"
@@ -716,6 +720,68 @@ async fn a_command_source_that_fails_refuses_the_start_and_later_the_reload() {
         audit
             .matches("\"reason\":\"refused: secret api_token: the source command sh failed")
             .count(),
+        3,
+        "{audit}"
+    );
+}
+
+/// A Kubernetes Secret volume as the kubelet writes it: `token` a symlink through `..data`
+/// to a timestamped directory, rotated by swapping `..data` in one rename.
+fn mount_secret(mount: &Path, generation: usize, value: &str) {
+    let dir = mount.join(format!("..2026_12_02_{generation:04}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("token"), value).unwrap();
+    let next = mount.join("..data_tmp");
+    let _ = std::fs::remove_file(&next);
+    std::os::unix::fs::symlink(dir.file_name().unwrap(), &next).unwrap();
+    std::fs::rename(&next, mount.join("..data")).unwrap();
+    if !mount.join("token").exists() {
+        std::os::unix::fs::symlink("..data/token", mount.join("token")).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_secret_mount_is_in_force_within_two_seconds_without_a_signal() {
+    let pki = TestPki::new();
+    let upstream = echoing_upstream(&pki).await;
+    let mut serve = Serve::start_with(&pki, true, |secret| {
+        let mount = secret.parent().unwrap().join("mount");
+        mount_secret(&mount, 0, &value(0));
+        policy(&mount.join("token"), "api.test")
+    });
+    let mount = serve.secret.parent().unwrap().join("mount");
+    let placeholder = serve.placeholder();
+    let proxy = serve.proxy();
+    let port = upstream.port();
+    let seen = |upstream: &ServedUpstream| {
+        upstream.records().last().unwrap().headers["authorization"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    get(&proxy, "api.test", port, &placeholder).await.unwrap();
+    assert_eq!(seen(&upstream), format!("Bearer {}", value(0)));
+    for generation in 1..=3 {
+        mount_secret(&mount, generation, &value(generation));
+        let rotated = Instant::now();
+        loop {
+            let (status, body) = get(&proxy, "api.test", port, &placeholder).await.unwrap();
+            assert_eq!(status, 200, "{body}");
+            assert!(!body.contains("rotated-value"), "{body}");
+            if seen(&upstream) == format!("Bearer {}", value(generation)) {
+                break;
+            }
+            assert!(
+                rotated.elapsed() < Duration::from_millis(2500),
+                "rotation {generation} not in force after {:?}",
+                rotated.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let audit = std::fs::read_to_string(serve.stop()).unwrap();
+    assert_eq!(
+        audit.matches("\"reason\":\"reloaded\"").count(),
         3,
         "{audit}"
     );

@@ -73,6 +73,9 @@ pub struct ProxyConfig {
     pub policy_path: Option<PathBuf>,
     /// Where the admin endpoint listens (`--admin`), if anywhere.
     pub admin: Option<SocketAddr>,
+    /// Reload when the declaration file or a `file` source changes (looked at once a
+    /// second); needs [`ProxyConfig::policy_path`]. On by default.
+    pub watch_files: bool,
     /// Where to listen (`127.0.0.1:0` picks a free port).
     pub listen: SocketAddr,
     /// Where the audit log goes.
@@ -115,6 +118,7 @@ impl ProxyConfig {
             policy,
             policy_path: None,
             admin: None,
+            watch_files: true,
             listen,
             audit_log,
             upstream_ca: Vec::new(),

@@ -56,6 +56,7 @@ mod tls;
 mod transparent;
 mod tunnel;
 mod upstream;
+mod watch;
 
 pub use config::{Limits, ProxyConfig, default_workers};
 

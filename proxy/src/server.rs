@@ -111,7 +111,7 @@ enum Accepting {
 pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     let run_id = random_hex(8)?;
     // Each source is read once: the guard takes every value, the signers their parts.
-    let live = Arc::new(Live::start(config.policy, config.policy_path)?);
+    let live = Arc::new(Live::start(config.policy, config.policy_path.clone())?);
     let declared = live.current();
     let permitted: Vec<String> = declared
         .policy
@@ -235,6 +235,13 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         tracing::info!(%addr, "admin endpoint listening (credentials in admin-url)");
         (addr, credentials)
     });
+    if let (true, Some(declaration)) = (config.watch_files, config.policy_path) {
+        tokio::spawn(crate::watch::serve(
+            declaration,
+            control.clone(),
+            shutdown.clone(),
+        ));
+    }
     let names = Arc::new(crate::transparent::names::Names::default());
     if let Some(socket) = config.dns {
         start_resolver(socket, names.clone(), &shared, &shutdown)?;

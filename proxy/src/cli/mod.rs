@@ -152,6 +152,10 @@ pub(crate) struct ProxyArgs {
     /// written to admin-url (0600), never the proxy's and never in the command's environment.
     #[arg(long, value_name = "ADDR")]
     pub(crate) admin: Option<SocketAddr>,
+    /// Do not reload when the declaration file or a `file` source changes (they are looked
+    /// at once a second otherwise); reload on SIGHUP (serve) or POST /reload only.
+    #[arg(long)]
+    pub(crate) no_watch: bool,
     /// How sluice's own log lines (stderr) are written: text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,

@@ -72,6 +72,8 @@ pub(crate) struct LaunchConfig {
     pub policy_path: PathBuf,
     /// The proxy's limits (`--max-connections` and the rest).
     pub limits: sluice_proxy::Limits,
+    /// Reload when the declaration or a `file` source changes (`--no-watch` turns it off).
+    pub watch_files: bool,
     /// The admin endpoint's address, and the file its URL and credentials go to (`--admin`,
     /// `--admin-url-file`): outside the run's directory, which the command reads.
     pub admin: Option<(SocketAddr, PathBuf)>,
@@ -168,6 +170,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     proxy_config.resolve = config.resolve;
     proxy_config.policy_path = Some(config.policy_path);
     proxy_config.limits = config.limits;
+    proxy_config.watch_files = config.watch_files;
     proxy_config.admin = config.admin.as_ref().map(|(addr, _)| *addr);
     // In the jail the helper starts first, with CMD's streams: it makes the sockets the
     // proxy serves inside, then waits for what to run.
