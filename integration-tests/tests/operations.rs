@@ -786,3 +786,56 @@ async fn a_rotated_secret_mount_is_in_force_within_two_seconds_without_a_signal(
         "{audit}"
     );
 }
+
+#[test]
+fn the_launchers_output_redaction_follows_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("token");
+    std::fs::write(&secret, value(0)).unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, self::policy(&secret, "api.test")).unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    // The command waits, then prints what a leak would: the value the reload brought in.
+    let script = "while [ ! -f go ]; do sleep 0.05; done; cat leaked; echo";
+    let child = Command::new(sluice_bin())
+        .args(["run", "--no-jail", "--policy"])
+        .arg(&policy)
+        .arg("--audit-log")
+        .arg(&audit)
+        .args(["--", "sh", "-c", script])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Rotated while the command runs: the watched file reloads within two seconds.
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&secret, value(1)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&audit)
+        .unwrap_or_default()
+        .contains("\"reason\":\"reloaded\"")
+    {
+        assert!(Instant::now() < deadline, "no reload");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(
+        dir.path().join("leaked"),
+        format!("new {} old {}", value(1), value(0)),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout.contains("rotated-value"), "{stdout}");
+    assert!(stdout.starts_with("new SLUICE_API_TOKEN_"), "{stdout}");
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("\"event\":\"redact\"")
+            && l.contains("\"secret\":\"api_token\"")
+            && l.contains("\"location\":\"stdout\"")
+            && l.contains("\"count\":2")),
+        "{log}"
+    );
+}

@@ -74,5 +74,5 @@ pub mod fuzzing {
     pub use crate::rewrite::stream::outcome::StreamRefused;
 }
 pub use admin::USER as ADMIN_USER;
-pub use server::{Proxy, ReloadError, StartError, start};
+pub use server::{GuardInForce, Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;

@@ -185,6 +185,37 @@ impl Live {
     }
 }
 
+/// The guard in force, followed across reloads: for what redacts outside the request path
+/// (the launcher's copy of the command's output), so that a value a reload brought in is
+/// redacted there too.
+#[derive(Clone)]
+pub struct GuardInForce {
+    live: Arc<Live>,
+    generations: tokio::sync::watch::Receiver<u64>,
+}
+
+impl GuardInForce {
+    pub(crate) fn new(live: Arc<Live>) -> Self {
+        let generations = live.follow();
+        Self { live, generations }
+    }
+
+    /// The guard in force now.
+    pub fn current(&self) -> Arc<Guard> {
+        self.live.current().guard.clone()
+    }
+
+    /// Whether a reload put another generation in force since the last call (or since
+    /// this was made); the next [`GuardInForce::current`] is then the new one's.
+    pub fn changed(&mut self) -> bool {
+        let changed = self.generations.has_changed().unwrap_or(false);
+        if changed {
+            self.generations.mark_unchanged();
+        }
+        changed
+    }
+}
+
 /// Reads and checks the declaration at `path`.
 fn load(path: &Path) -> Result<Policy, ReloadError> {
     match Policy::load(path) {

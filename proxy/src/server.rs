@@ -15,7 +15,7 @@ use sluice_policies::{Placeholders, Policy, normalize_host};
 use crate::control::Control;
 use crate::metrics::Metrics;
 use crate::reload::Live;
-pub use crate::reload::ReloadError;
+pub use crate::reload::{GuardInForce, ReloadError};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -437,10 +437,15 @@ impl Proxy {
         self.shared.live.current().policy.clone()
     }
 
-    /// The guard in force, for redacting the launched command's output with the same
-    /// patterns (it knows every value the run has known).
+    /// The guard in force (it knows every value the run has known).
     pub fn guard(&self) -> Arc<Guard> {
         self.shared.live.current().guard.clone()
+    }
+
+    /// The guard in force, followed across reloads: for redacting the launched command's
+    /// output with the same patterns as the proxy, whatever reloads bring.
+    pub fn guard_in_force(&self) -> GuardInForce {
+        GuardInForce::new(self.shared.live.clone())
     }
 
     /// Reads the declaration file again and puts it in force for new connections (what

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
-use std::sync::Arc;
 
-use sluice_guard::{Guard, Tally};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
@@ -50,7 +48,7 @@ pub(super) struct Launched {
     /// The command.
     pub(super) child: Child,
     /// Each output stream's pump, under the name its redactions are audited with.
-    pub(super) outputs: Vec<(&'static str, JoinHandle<Tally>)>,
+    pub(super) outputs: Vec<(&'static str, JoinHandle<super::output::Redacted>)>,
     /// Tasks that end with the command (window-size changes).
     pub(super) tasks: Vec<JoinHandle<()>>,
     /// The outer terminal's raw mode, restored when this is dropped: after the last output.
@@ -130,7 +128,7 @@ impl Spawned {
 
     /// Starts copying the output through the guard's redactor (and, in a terminal,
     /// following its window size).
-    pub(super) fn pump(self, guard: &Arc<Guard>) -> std::io::Result<Launched> {
+    pub(super) fn pump(self, guard: &sluice_proxy::GuardInForce) -> std::io::Result<Launched> {
         let mut outputs = Vec::new();
         let mut tasks = Vec::new();
         match self.streams {

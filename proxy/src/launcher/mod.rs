@@ -220,10 +220,12 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         }
     };
     let launched = started.and_then(|spawned| {
-        spawned.pump(&guard).map_err(|source| LaunchError::Spawn {
-            program: program.to_string_lossy().into_owned(),
-            source,
-        })
+        spawned
+            .pump(&proxy.guard_in_force())
+            .map_err(|source| LaunchError::Spawn {
+                program: program.to_string_lossy().into_owned(),
+                source,
+            })
     });
     let Launched {
         mut child,
@@ -243,8 +245,8 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         task.abort();
     }
     for (stream, pump) in outputs {
-        if let Ok(tally) = pump.await {
-            audit_redactions(&proxy, stream, &tally);
+        if let Ok(redacted) = pump.await {
+            audit_redactions(&proxy, stream, &redacted);
         }
     }
     // The operator's terminal is theirs again once the last output is written.

@@ -2,20 +2,26 @@
 //! redactor, so a known value CMD prints reaches the terminal as its placeholder, whatever
 //! the chunking. What it must never do: pass bytes the redactor has not seen.
 
-use std::sync::Arc;
-
-use sluice_guard::{Guard, Rewriter, Tally};
+use sluice_guard::{Rewriter, Tally};
+use sluice_proxy::GuardInForce;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// What the redactor turned back into placeholders: per secret name, how many.
+pub(super) type Redacted = Vec<(String, u64)>;
 
 /// Copies a child's output stream to ours through the guard's redactor, flushing after
 /// every read so interactive output is not delayed (only a possible partial match is held).
-/// Returns what was redacted, for the audit log.
-pub(super) async fn pump<R, W>(mut from: R, mut to: W, guard: Arc<Guard>) -> Tally
+/// When a reload puts another guard in force, the next read goes through it (the bytes the
+/// old redactor held go out through the old one first). Returns what was redacted, for the
+/// audit log.
+pub(super) async fn pump<R, W>(mut from: R, mut to: W, mut guards: GuardInForce) -> Redacted
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut redactor = Rewriter::redactor(guard);
+    let mut redacted = Redacted::new();
+    let mut guard = guards.current();
+    let mut redactor = Rewriter::redactor(guard.clone());
     let mut buf = vec![0u8; 64 * 1024];
     let mut out = Vec::with_capacity(buf.len());
     loop {
@@ -24,39 +30,58 @@ where
             Ok(n) => n,
         };
         out.clear();
+        if guards.changed() {
+            // The old redactor's held tail leaves through it; names are taken from the
+            // guard that counted them.
+            let old = std::mem::replace(&mut redactor, Rewriter::redactor(guards.current()));
+            match old.finish(&mut out) {
+                Ok(tally) => add(&mut redacted, &guard, &tally),
+                Err(_) => return redacted,
+            }
+            guard = guards.current();
+        }
         // The redact plan never refuses: an error here is a bug; stop rather than pass
         // unredacted output.
         if redactor.push(&buf[..n], &mut out).is_err() {
-            return redactor.tally().clone();
+            add(&mut redacted, &guard, redactor.tally());
+            return redacted;
         }
         if to.write_all(&out).await.is_err() || to.flush().await.is_err() {
-            return redactor.tally().clone();
+            add(&mut redacted, &guard, redactor.tally());
+            return redacted;
         }
     }
     out.clear();
-    let tally = match redactor.finish(&mut out) {
-        Ok(tally) => {
-            let _ = to.write_all(&out).await;
-            tally
-        }
-        Err(_) => Tally::default(),
-    };
+    if let Ok(tally) = redactor.finish(&mut out) {
+        let _ = to.write_all(&out).await;
+        add(&mut redacted, &guard, &tally);
+    }
     let _ = to.flush().await;
-    tally
+    redacted
 }
 
-/// Audits what the redactor turned back into placeholders in the command's `stream`
-/// (`stdout`, `stderr`): one `redact` event per secret, with its count.
-pub(super) fn audit_redactions(proxy: &sluice_proxy::Proxy, stream: &str, tally: &Tally) {
-    let guard = proxy.guard();
+/// Adds `tally`'s redactions, named by the guard that made them.
+fn add(redacted: &mut Redacted, guard: &sluice_guard::Guard, tally: &Tally) {
     for (id, counts) in tally.iter() {
         if counts.redacted == 0 {
             continue;
         }
+        let name = guard.name(id);
+        match redacted.iter_mut().find(|(n, _)| n == name) {
+            Some((_, count)) => *count += counts.redacted,
+            None => redacted.push((name.to_owned(), counts.redacted)),
+        }
+    }
+}
+
+/// Audits what the redactor turned back into placeholders in the command's `stream`
+/// (`stdout`, `stderr`): one `redact` event per secret, with its count.
+pub(super) fn audit_redactions(proxy: &sluice_proxy::Proxy, stream: &str, redacted: &Redacted) {
+    for (name, count) in redacted {
         let event = sluice_proxy::audit::Event::new(sluice_proxy::audit::EventKind::Redact)
-            .secret(guard.name(id))
+            .secret(name.as_str())
             .location(stream)
-            .count(counts.redacted);
+            .count(*count);
         if let Err(error) = proxy.record(event) {
             tracing::error!(%error, "auditing the command's output redactions failed");
         }
