@@ -346,6 +346,31 @@ async fn the_admin_endpoint_answers_its_own_credentials_only_and_is_out_of_the_p
         String::from_utf8_lossy(&out.stdout),
         format!("model said {placeholder}")
     );
+    // `sluice redact --run-dir`: the same guard and placeholders, streamed, for launchers
+    // other than sluice's own.
+    let mut redact = Command::new(sluice_bin())
+        .args(["redact", "--run-dir"])
+        .arg(&serve.run_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = redact.stdin.take().unwrap();
+        // Split across writes: the value is found whatever the chunking.
+        stdin.write_all(b"log: rotated-value-00").unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        stdin.write_all(b"00-abcdefgh end\n").unwrap();
+    }
+    let redacted = redact.wait_with_output().unwrap();
+    assert!(redacted.status.success(), "{redacted:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&redacted.stdout),
+        format!("log: {placeholder} end\n")
+    );
     let (status, secrets) = serve.curl("GET", "/v1/secrets", Some(&admin));
     assert_eq!(status, 200);
     let secrets: serde_json::Value = serde_json::from_str(&secrets).unwrap();
@@ -396,6 +421,13 @@ async fn the_admin_endpoint_answers_its_own_credentials_only_and_is_out_of_the_p
         .output()
         .unwrap();
     assert!(verified.status.success(), "{verified:?}");
+    // The host engine's redactions are audited like the proxy's.
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert_eq!(
+        log.matches("\"location\":\"v1/redact\"").count(),
+        2,
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -827,7 +859,11 @@ fn the_launchers_output_redaction_follows_a_reload() {
     std::fs::write(dir.path().join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!stdout.contains("rotated-value"), "{stdout}");
     assert!(stdout.starts_with("new SLUICE_API_TOKEN_"), "{stdout}");
     let log = std::fs::read_to_string(&audit).unwrap();

@@ -110,6 +110,11 @@ impl Control {
         }
     }
 
+    /// Records an audit event the admin endpoint saw (a host engine's redactions).
+    pub(crate) fn record(&self, event: Event) {
+        self.shared.record(event);
+    }
+
     /// The generation in force, for the host engines' routes.
     pub(crate) fn declared(&self) -> Arc<Declared> {
         self.shared.live.current()

@@ -7,7 +7,7 @@
 //! | `GET /readyz` | `200 ready`, or `503` with why not (the audit log failed; stopping) |
 //! | `GET /metrics` | the Prometheus page |
 //! | `POST /reload` | `200` with the generation now in force, or `422` with why the declaration was refused |
-//! | `POST /v1/redact` | the body, every known value turned into its placeholder |
+//! | `POST /v1/redact` | the body, streamed back with every known value turned into its placeholder |
 //! | `GET /v1/secrets` | each secret's name, sinks, hosts and placeholder (JSON), never a value |
 //!
 //! # What it must never do
@@ -32,16 +32,15 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
+use crate::audit::{Event, EventKind};
 use crate::auth::Credentials;
 use crate::body::{self, Body};
 use crate::control::Control;
+use crate::rewrite::stream::{Outcome, RewriteBody};
 use crate::shared::{serve_until_stopped, until_stopped};
 
 /// Admin connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 16;
-
-/// The largest body `POST /v1/redact` takes.
-const MAX_REDACT_BODY: usize = 8 * 1024 * 1024;
 
 /// The admin user name in `admin-url`.
 pub const USER: &str = "sluice-admin";
@@ -89,7 +88,7 @@ pub(crate) async fn serve(
 /// One admin request: the credentials first, then the route.
 async fn answer(
     request: Request<Incoming>,
-    control: &Control,
+    control: &Arc<Control>,
     credentials: &Credentials,
 ) -> Response<Body> {
     if !credentials.is_authorized_by(request.headers(), &AUTHORIZATION) {
@@ -148,17 +147,30 @@ async fn answer(
     }
 }
 
-/// `POST /v1/redact`: the model-boundary redaction, with the guard in force.
-async fn redact(request: Request<Incoming>, control: &Control) -> Response<Body> {
-    let limited = http_body_util::Limited::new(request.into_body(), MAX_REDACT_BODY);
-    let Ok(collected) = limited.collect().await else {
-        return text(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body must be at most {MAX_REDACT_BODY} bytes\n"),
-        );
-    };
-    let redacted = control.declared().guard.redact(&collected.to_bytes());
-    let mut response = Response::new(body::full(Bytes::copy_from_slice(redacted.bytes())));
+/// `POST /v1/redact`: the model-boundary redaction, with the guard in force, streamed (the
+/// answer flows as the body arrives, holding back only what could still be a match); what
+/// it redacted is audited (`redact`, `location: v1/redact`).
+async fn redact(request: Request<Incoming>, control: &Arc<Control>) -> Response<Body> {
+    let guard = control.declared().guard.clone();
+    let auditing = (control.clone(), guard.clone());
+    let redacted = RewriteBody::redacting(
+        body::incoming(request.into_body()),
+        guard,
+        move |outcome: Outcome| {
+            let (control, guard) = auditing;
+            for (id, counts) in outcome.tally.iter() {
+                if counts.redacted > 0 {
+                    control.record(
+                        Event::new(EventKind::Redact)
+                            .secret(guard.name(id))
+                            .location("v1/redact")
+                            .count(counts.redacted),
+                    );
+                }
+            }
+        },
+    );
+    let mut response = Response::new(BodyExt::boxed(redacted));
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),

@@ -280,10 +280,19 @@ pub(crate) struct DemoArgs {
 
 /// Arguments of `sluice redact`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("guard").required(true).args(["policy", "run_dir", "admin_url_file"])))]
 pub(crate) struct RedactArgs {
-    /// The declaration whose secrets are redacted.
+    /// The declaration whose secrets are redacted, with placeholders of this command's own
+    /// (which no running proxy shares).
     #[arg(long)]
-    pub(crate) policy: PathBuf,
+    pub(crate) policy: Option<PathBuf>,
+    /// A running `sluice serve --admin`'s run directory: redact through its admin endpoint
+    /// (`admin-url`), with its guard and its placeholders, the ones the sandbox holds.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) run_dir: Option<PathBuf>,
+    /// As --run-dir, with the admin URL read from this file (`sluice run --admin-url-file`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) admin_url_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,8 @@
-//! `sluice redact --policy FILE`: copies stdin to stdout through the guard, turning every
-//! known secret value (and its encodings) into its placeholder, for launchers other than
-//! sluice's own.
+//! `sluice redact`: copies stdin to stdout through the guard, turning every known secret
+//! value (and its encodings) into its placeholder, for launchers other than sluice's own.
+//! With `--run-dir DIR` (or `--admin-url-file FILE`) through a running proxy's admin
+//! endpoint (`POST /v1/redact`), so that its guard and its placeholders are used: the one
+//! choke point; with `--policy FILE` with a guard of its own.
 //!
 //! It streams: each chunk is written as soon as the guard has decided it, holding back at
 //! most the longest pattern minus one byte; the input is never buffered whole. It never
@@ -19,14 +21,33 @@ const CHUNK: usize = 64 * 1024;
 /// Exit 0 when the whole input was copied; 1 when the declaration, a secret source or
 /// an I/O operation failed.
 pub(crate) fn run(args: &super::RedactArgs) -> ExitCode {
-    let policy = match Policy::load(&args.policy) {
+    let url_file = match (&args.run_dir, &args.admin_url_file) {
+        (Some(dir), _) => Some(dir.join("admin-url")),
+        (None, Some(file)) => Some(file.clone()),
+        (None, None) => None,
+    };
+    if let Some(file) = url_file {
+        return match through_admin(&file) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluice redact: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let Some(policy_path) = &args.policy else {
+        eprintln!("sluice redact: give --policy FILE, --run-dir DIR or --admin-url-file FILE");
+        return ExitCode::FAILURE;
+    };
+    let policy = match Policy::load(policy_path) {
         Ok(loaded) => loaded.policy,
         Err(diagnostics) => {
             eprint!("{diagnostics}");
             eprintln!(
                 "sluice redact: {} is not a valid declaration; run `sluice check {}`",
-                args.policy.display(),
-                args.policy.display()
+                policy_path.display(),
+                policy_path.display()
             );
             return ExitCode::FAILURE;
         }
@@ -80,4 +101,85 @@ fn stream(mut redactor: Rewriter) -> io::Result<()> {
     redactor.finish(&mut output).map_err(io::Error::other)?;
     stdout.write_all(&output)?;
     stdout.flush()
+}
+
+/// Streams stdin to the admin endpoint named in `url_file` (`http://USER:TOKEN@HOST:PORT`)
+/// and its answer to stdout, as it comes.
+fn through_admin(url_file: &std::path::Path) -> io::Result<()> {
+    use base64::Engine;
+    use http_body_util::BodyExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let url = std::fs::read_to_string(url_file)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", url_file.display())))?;
+    let rest = url.trim().trim_start_matches("http://");
+    let Some((userinfo, addr)) = rest.rsplit_once('@') else {
+        return Err(io::Error::other(format!(
+            "{}: not an admin URL (http://USER:TOKEN@HOST:PORT)",
+            url_file.display()
+        )));
+    };
+    let authorization = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(userinfo)
+    );
+    let addr = addr.to_owned();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(&addr)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("the admin endpoint at {addr}: {e}")))?;
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                .await
+                .map_err(io::Error::other)?;
+        tokio::spawn(conn);
+        let (mut input, body) = http_body_util::channel::Channel::<bytes::Bytes, io::Error>::new(4);
+        tokio::spawn(async move {
+            let mut stdin = tokio::io::stdin();
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match stdin.read(&mut buf).await {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if input
+                            .send_data(bytes::Bytes::copy_from_slice(&buf[..n]))
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        input.abort(e);
+                        break;
+                    }
+                }
+            }
+        });
+        let request = http::Request::post("/v1/redact")
+            .header(http::header::HOST, addr.as_str())
+            .header(http::header::AUTHORIZATION, authorization)
+            .body(body)
+            .map_err(io::Error::other)?;
+        let response = send.send_request(request).await.map_err(io::Error::other)?;
+        if !response.status().is_success() {
+            return Err(io::Error::other(format!(
+                "the admin endpoint answered {}",
+                response.status()
+            )));
+        }
+        let mut body = response.into_body();
+        let mut stdout = tokio::io::stdout();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(io::Error::other)?;
+            if let Some(data) = frame.data_ref() {
+                stdout.write_all(data).await?;
+                stdout.flush().await?;
+            }
+        }
+        Ok(())
+    })
 }
