@@ -7,7 +7,7 @@
 //! kubelet's atomic writer). It owns when to reload, never what a reload does
 //! ([`Control::reload`]), and it never reads a secret's contents.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -50,9 +50,9 @@ fn look(paths: Vec<PathBuf>) -> Snapshot {
 }
 
 /// The declaration's file and every `file` source of the generation in force.
-fn watched(declaration: &PathBuf, control: &Control) -> Vec<PathBuf> {
+fn watched(declaration: &Path, control: &Control) -> Vec<PathBuf> {
     let declared = control.declared();
-    std::iter::once(declaration.clone())
+    std::iter::once(declaration.to_path_buf())
         .chain(
             declared
                 .policy
