@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sluice_proxy::Limits;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 mod audit;
 mod check;
@@ -43,6 +43,11 @@ enum Command {
     /// Show the whole story offline: a local TLS API, a placeholder swapped, an echo
     /// redacted, a refusal, and the audit log.
     Demo(DemoArgs),
+    /// Print a completion script for SHELL on stdout (e.g. `sluice completions bash >
+    /// /etc/bash_completion.d/sluice`).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout (e.g. `sluice man | man -l -`).
+    Man,
     /// Internal: the first step of a command `sluice run` starts in a terminal of its own.
     /// Makes that terminal the session's controlling terminal, then becomes the command.
     #[command(name = "__terminal-exec", hide = true)]
@@ -303,6 +308,14 @@ enum AuditCommand {
     Summary(AuditSummaryArgs),
 }
 
+/// Arguments of `sluice completions`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
 /// Arguments of `sluice audit verify`.
 #[derive(Debug, Args)]
 pub(crate) struct AuditFileArgs {
@@ -331,10 +344,45 @@ pub(crate) fn main() -> ExitCode {
         Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args),
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Completions(args) => {
+            let mut command = public_command();
+            clap_complete::generate(args.shell, &mut command, "sluice", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            match clap_mangen::Man::new(public_command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                // `sluice man | head` closes the pipe early: quiet, as `cat` is.
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("sluice man: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::TerminalExec(args) => crate::launcher::terminal::exec(&args.command),
         Command::JailHelper(args) => crate::launcher::jail::helper_main(&args.socket),
         Command::JailInit => crate::launcher::jail::init_main(),
     }
+}
+
+/// The command line without its internal subcommands (the jail's and the terminal's own
+/// steps): what completions and the man page offer.
+fn public_command() -> clap::Command {
+    let full = Cli::command();
+    let public: Vec<clap::Command> = full
+        .get_subcommands()
+        .filter(|sub| !sub.is_hide_set())
+        .cloned()
+        .collect();
+    let mut command = clap::Command::new("sluice")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true)
+        .subcommands(public);
+    if let Some(about) = full.get_about() {
+        command = command.about(about.clone());
+    }
+    command
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (default `info`). Never a secret value: the
