@@ -512,6 +512,51 @@ impl Rewriter {
         Ok(std::mem::take(&mut self.tally))
     }
 
+    /// Goes on with `guard` and its redact-all plan, keeping the held-back tail undecided, so
+    /// that the new guard decides it with what follows; returns what the old guard did so far
+    /// (its ids are the old guard's). For a redactor whose guard was replaced by a superset
+    /// (a reload keeps every value the run has known): finishing the old one instead would
+    /// write a held prefix of a value out as it is.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use sluice_guard::{Guard, Placeholder, Rewriter, SecretValue};
+    ///
+    /// let guard = |values: &[&str]| -> Arc<Guard> {
+    ///     let mut builder = Guard::builder();
+    ///     let id = builder
+    ///         .add("tok", Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap(), SecretValue::from(values[0]))
+    ///         .unwrap();
+    ///     for old in &values[1..] {
+    ///         builder.add_retired(id, SecretValue::from(*old)).unwrap();
+    ///     }
+    ///     Arc::new(builder.build().unwrap())
+    /// };
+    /// let mut out = Vec::new();
+    /// let mut redactor = Rewriter::redactor(guard(&["old-value-1234"]));
+    /// redactor.push(b"x old-val", &mut out)?; // "old-val" is held: it may be the value
+    /// let (mut redactor, _) = redactor.rebase(guard(&["new-value-5678", "old-value-1234"]));
+    /// redactor.push(b"ue-1234 y", &mut out)?;
+    /// redactor.finish(&mut out)?;
+    /// assert_eq!(out, b"x SLUICE_TOK_0123456789abcdef y");
+    /// # Ok::<(), sluice_guard::GuardError>(())
+    /// ```
+    pub fn rebase(mut self, guard: Arc<Guard>) -> (Rewriter, Tally) {
+        let tally = std::mem::take(&mut self.tally);
+        let plan = Plan::redact_all(&guard);
+        let next = Rewriter {
+            guard,
+            plan,
+            carry: std::mem::take(&mut self.carry),
+            offset: self.offset,
+            tally: Tally::default(),
+            poisoned: self.poisoned,
+        };
+        (next, tally)
+    }
+
     /// What was done so far.
     pub fn tally(&self) -> &Tally {
         &self.tally

@@ -830,7 +830,7 @@ fn the_launchers_output_redaction_follows_a_reload() {
     // The command waits, then prints what a leak would: the value the reload brought in.
     let script = "while [ ! -f go ]; do sleep 0.05; done; cat leaked; echo";
     let child = Command::new(sluice_bin())
-        .args(["run", "--no-jail", "--policy"])
+        .args(["run", "--no-jail", "--watch", "--policy"])
         .arg(&policy)
         .arg("--audit-log")
         .arg(&audit)

@@ -19,14 +19,14 @@
 //!   cover: the reload is refused, with the reason, and the generation in force stays.
 //! - Change a placeholder the sandbox holds: a secret still declared keeps its own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use sluice_ca::RunCa;
 use sluice_guard::{Guard, Placeholder, SecretValue};
-use sluice_policies::{Placeholders, Policy, SourceError};
+use sluice_policies::{Placeholders, Policy, ResolvedSecret, SourceError};
 use zeroize::Zeroizing;
 
 use crate::signing::Signers;
@@ -89,7 +89,7 @@ struct KnownSecret {
 
 impl Known {
     /// Remembers what `resolved` holds.
-    fn learn(&mut self, resolved: &[sluice_policies::ResolvedSecret]) {
+    fn learn(&mut self, resolved: &[ResolvedSecret]) {
         for secret in resolved {
             match self.secrets.get_mut(&secret.name) {
                 Some(known) => {
@@ -291,6 +291,50 @@ impl GuardInput<'_> {
     }
 }
 
+/// What the guard of `resolved` is built from, with every value `known` holds besides.
+fn guard_input<'a>(resolved: &'a [ResolvedSecret], known: &'a Known) -> GuardInput<'a> {
+    let declared: BTreeSet<&str> = resolved.iter().map(|s| s.name.as_str()).collect();
+    // Each value belongs to one secret of the guard: a declared secret's current value to
+    // it; an earlier value to the first secret that held it and holds no claim now. A value
+    // that moved between secrets (a rename, two files swapped) is thus redacted as its
+    // new owner, and two secrets never share one (which the guard refuses).
+    let mut claimed: BTreeSet<&[u8]> = resolved.iter().map(|s| s.value.as_slice()).collect();
+    let mut unclaimed = |values: &mut dyn Iterator<Item = &'a [u8]>| -> Vec<&'a [u8]> {
+        values.filter(|value| claimed.insert(*value)).collect()
+    };
+    let mut input = GuardInput {
+        entries: Vec::with_capacity(known.secrets.len().max(resolved.len())),
+    };
+    for secret in resolved {
+        let earlier = known.secrets.get(&secret.name).map(|k| &k.values);
+        let retired = unclaimed(&mut earlier.into_iter().flatten().map(|v| v.as_slice()));
+        input.entries.push(GuardEntry {
+            name: secret.name.as_str(),
+            placeholder: secret.placeholder.as_str(),
+            value: secret.value.as_slice(),
+            retired,
+        });
+    }
+    // Secrets no longer declared: redacted for the rest of the run, granted nothing (the
+    // declaration does not name them, so every plan refuses them).
+    for (name, gone) in &known.secrets {
+        if declared.contains(name.as_str()) {
+            continue;
+        }
+        let values = unclaimed(&mut gone.values.iter().map(|v| v.as_slice()));
+        let Some((first, rest)) = values.split_first() else {
+            continue;
+        };
+        input.entries.push(GuardEntry {
+            name: name.as_str(),
+            placeholder: gone.placeholder.as_str(),
+            value: first,
+            retired: rest.to_vec(),
+        });
+    }
+    input
+}
+
 /// Builds a generation: every source read, the guard over every value the run has known
 /// (the guard in force reused when none of that changed: a reload that changes grants
 /// only), the signers; `known` learns the new values only once everything succeeded.
@@ -302,42 +346,7 @@ fn build(
 ) -> Result<Declared, ReloadError> {
     let resolved = policy.resolve(&placeholders)?;
     let signers = Arc::new(Signers::new(&policy, &resolved));
-    let declared: BTreeMap<&str, ()> = resolved.iter().map(|s| (s.name.as_str(), ())).collect();
-    let retired = |name: &str, current: &[u8]| -> Vec<&[u8]> {
-        known.secrets.get(name).map_or_else(Vec::new, |k| {
-            k.values
-                .iter()
-                .map(|v| v.as_slice())
-                .filter(|v| *v != current)
-                .collect()
-        })
-    };
-    let mut input = GuardInput {
-        entries: resolved
-            .iter()
-            .map(|s| GuardEntry {
-                name: s.name.as_str(),
-                placeholder: s.placeholder.as_str(),
-                value: s.value.as_slice(),
-                retired: retired(&s.name, &s.value),
-            })
-            .collect(),
-    };
-    // Secrets no longer declared: redacted for the rest of the run, granted nothing (the
-    // declaration does not name them, so every plan refuses them).
-    for (name, gone) in &known.secrets {
-        if declared.contains_key(name.as_str()) {
-            continue;
-        }
-        let mut values = gone.values.iter();
-        let Some(first) = values.next() else { continue };
-        input.entries.push(GuardEntry {
-            name: name.as_str(),
-            placeholder: gone.placeholder.as_str(),
-            value: first.as_slice(),
-            retired: values.map(|v| v.as_slice()).collect(),
-        });
-    }
+    let input = guard_input(&resolved, known);
     let digest = input.digest();
     let guard = match previous {
         Some(previous) if previous.guard_input == digest => previous.guard.clone(),
@@ -451,6 +460,39 @@ mod tests {
         assert!(Arc::ptr_eq(&rotated.guard, &again.guard));
         let placeholder = again.placeholders.get("b").unwrap();
         assert_eq!(again.guard.redact_str("value-b-0000-first"), placeholder);
+    }
+
+    #[test]
+    fn a_value_that_moves_between_secrets_belongs_to_its_new_owner() {
+        let f = fixture();
+        // Two files swapped: each value now another secret's.
+        f.write("a", "value-b-0000-first");
+        f.write("b", "value-a-0000-first");
+        let swapped = f.live.reload(&f.ca).unwrap();
+        let (a, b) = (
+            swapped.placeholders.get("a").unwrap().to_owned(),
+            swapped.placeholders.get("b").unwrap().to_owned(),
+        );
+        assert_eq!(swapped.guard.redact_str("value-a-0000-first"), b);
+        assert_eq!(swapped.guard.redact_str("value-b-0000-first"), a);
+        // A rename: `b` goes, `c` reads its file; and reloads keep working after both.
+        std::fs::write(f.dir.path().join("c"), "value-a-0000-first").unwrap();
+        std::fs::write(
+            f.dir.path().join("policy.yaml"),
+            declaration(
+                f.dir.path(),
+                &[("a", "a.test"), ("c", "b.test")],
+                "other.test",
+            ),
+        )
+        .unwrap();
+        let renamed = f.live.reload(&f.ca).unwrap();
+        let c = renamed.placeholders.get("c").unwrap().to_owned();
+        assert_eq!(renamed.guard.redact_str("value-a-0000-first"), c);
+        f.write("a", "value-a-0001-third");
+        let again = f.live.reload(&f.ca).unwrap();
+        assert_eq!(again.guard.redact_str("value-b-0000-first"), a);
+        assert_eq!(again.generation, 3);
     }
 
     #[test]

@@ -437,6 +437,13 @@ impl Proxy {
         self.shared.live.current().policy.clone()
     }
 
+    /// The declaration and the guard in force, of one generation: what must be read
+    /// together (a guard's ids and a declaration's grants are one generation's).
+    pub fn policy_and_guard(&self) -> (Arc<Policy>, Arc<Guard>) {
+        let declared = self.shared.live.current();
+        (declared.policy.clone(), declared.guard.clone())
+    }
+
     /// The guard in force (it knows every value the run has known).
     pub fn guard(&self) -> Arc<Guard> {
         self.shared.live.current().guard.clone()

@@ -91,7 +91,16 @@ pub(crate) async fn serve(
         // Audited and logged by the reload, whatever its result; a file caught halfway
         // through a write is refused, and its last write is a change again.
         let _ = control.reload().await;
-        // What the generation now in force reads (its sources may differ), as it is now.
-        last = snapshot(control.clone(), declaration.clone()).await;
+        // The baseline is what was seen before the reload, so that a write landing while
+        // it ran is a change at the next look; a file the new generation reads and the
+        // last look did not is taken as it is now.
+        let after = snapshot(control.clone(), declaration.clone()).await;
+        last = after
+            .into_iter()
+            .map(|(path, seen)| match now.iter().find(|(p, _)| *p == path) {
+                Some((_, before)) => (path, before.clone()),
+                None => (path, seen),
+            })
+            .collect();
     }
 }

@@ -106,6 +106,11 @@ pub(crate) struct RunArgs {
     /// workloads.
     #[arg(long)]
     pub(crate) clear_env: bool,
+    /// Reload when the declaration file or a `file` source changes (looked at once a
+    /// second). Off by default under `run`: the command may be able to write those files,
+    /// and a reload gives whatever they say force (keep them out of its reach first).
+    #[arg(long)]
+    pub(crate) watch: bool,
     /// Where `--admin` writes its admin-url (0600; default ./sluice-admin-url).
     #[arg(long, value_name = "FILE", requires = "admin")]
     pub(crate) admin_url_file: Option<PathBuf>,
@@ -133,6 +138,10 @@ pub(crate) struct ServeArgs {
     /// Write the audit log here instead of RUN_DIR/audit.jsonl.
     #[arg(long)]
     pub(crate) audit_log: Option<PathBuf>,
+    /// Do not reload when the declaration file or a `file` source changes (they are looked
+    /// at once a second otherwise); reload on SIGHUP or POST /reload only.
+    #[arg(long)]
+    pub(crate) no_watch: bool,
     /// Also take connections the platform redirected here (nftables/iptables `REDIRECT`
     /// in the sandbox's network namespace, e.g. a Kubernetes init container's rules; see
     /// docs/kubernetes.md): each is named by its TLS server name and served as a CONNECT.
@@ -157,10 +166,6 @@ pub(crate) struct ProxyArgs {
     /// written to admin-url (0600), never the proxy's and never in the command's environment.
     #[arg(long, value_name = "ADDR")]
     pub(crate) admin: Option<SocketAddr>,
-    /// Do not reload when the declaration file or a `file` source changes (they are looked
-    /// at once a second otherwise); reload on SIGHUP (serve) or POST /reload only.
-    #[arg(long)]
-    pub(crate) no_watch: bool,
     /// How sluice's own log lines (stderr) are written: text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,

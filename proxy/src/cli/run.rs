@@ -25,7 +25,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         jail: !args.no_jail,
         policy_path: args.proxy.policy.clone(),
         limits: args.proxy.limits.limits(),
-        watch_files: !args.proxy.no_watch,
+        watch_files: args.watch,
         admin: args.proxy.admin.map(|addr| {
             let file = args
                 .admin_url_file

@@ -41,7 +41,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     config.policy_path = Some(args.proxy.policy.clone());
     config.admin = args.proxy.admin;
     config.limits = args.proxy.limits.limits();
-    config.watch_files = !args.proxy.no_watch;
+    config.watch_files = !args.no_watch;
     if let Some(address) = args.transparent {
         match std::net::TcpListener::bind(address) {
             Ok(listener) => config.transparent = Some(listener),

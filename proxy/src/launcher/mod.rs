@@ -72,7 +72,7 @@ pub(crate) struct LaunchConfig {
     pub policy_path: PathBuf,
     /// The proxy's limits (`--max-connections` and the rest).
     pub limits: sluice_proxy::Limits,
-    /// Reload when the declaration or a `file` source changes (`--no-watch` turns it off).
+    /// Reload when the declaration or a `file` source changes (`--watch`; off by default).
     pub watch_files: bool,
     /// The admin endpoint's address, and the file its URL and credentials go to (`--admin`,
     /// `--admin-url-file`): outside the run's directory, which the command reads.
@@ -202,10 +202,11 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         let _ = proxy.shutdown().await;
         return Err(error);
     }
-    let guard = proxy.guard();
+    // One generation's declaration and guard: the environment is built from both.
+    let (policy, guard) = proxy.policy_and_guard();
     let started = match child_env(
         &proxy,
-        &proxy.policy(),
+        &policy,
         &guard,
         run_dir.path(),
         &config.pass_env,

@@ -11,8 +11,8 @@ pub(super) type Redacted = Vec<(String, u64)>;
 
 /// Copies a child's output stream to ours through the guard's redactor, flushing after
 /// every read so interactive output is not delayed (only a possible partial match is held).
-/// When a reload puts another guard in force, the next read goes through it (the bytes the
-/// old redactor held go out through the old one first). Returns what was redacted, for the
+/// When a reload puts another guard in force, the next read goes through it, with the bytes
+/// the old redactor held back. Returns what was redacted, for the
 /// audit log.
 pub(super) async fn pump<R, W>(mut from: R, mut to: W, mut guards: GuardInForce) -> Redacted
 where
@@ -31,14 +31,14 @@ where
         };
         out.clear();
         if guards.changed() {
-            // The old redactor's held tail leaves through it; names are taken from the
-            // guard that counted them.
-            let old = std::mem::replace(&mut redactor, Rewriter::redactor(guards.current()));
-            match old.finish(&mut out) {
-                Ok(tally) => add(&mut redacted, &guard, &tally),
-                Err(_) => return redacted,
-            }
-            guard = guards.current();
+            // The held tail stays undecided and goes on to the new guard (a superset of the
+            // old one), so a value split across this read is still caught; what the old
+            // guard redacted is named by the old guard.
+            let next = guards.current();
+            let (rebased, tally) = redactor.rebase(next.clone());
+            add(&mut redacted, &guard, &tally);
+            redactor = rebased;
+            guard = next;
         }
         // The redact plan never refuses: an error here is a bug; stop rather than pass
         // unredacted output.
