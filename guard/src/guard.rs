@@ -288,12 +288,17 @@ impl GuardBuilder {
         // thread would cost more than it saves.
         let (names, matcher) = if pattern_bytes > PARALLEL_BUILD_BYTES {
             std::thread::scope(|scope| {
-                let names = scope.spawn(build_names);
-                let matcher = build_matcher();
-                let names = names
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (names, matcher)
+                // No thread to be had (a process at its limit): both here, one after the other.
+                match std::thread::Builder::new().spawn_scoped(scope, build_names) {
+                    Ok(names) => {
+                        let matcher = build_matcher();
+                        let names = names
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                        (names, matcher)
+                    }
+                    Err(_) => (build_names(), build_matcher()),
+                }
             })
         } else {
             (build_names(), build_matcher())

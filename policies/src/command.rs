@@ -9,6 +9,7 @@
 //! secret manager prints may be the secret.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,42 +36,59 @@ pub(crate) fn run(
         program: program.clone(),
         why,
     };
+    // A process group of its own, so that the deadline ends whatever it started too (a
+    // helper still holding its output would otherwise keep the read going).
     let mut child = Command::new(&program)
         .args(&argv[1..])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         // Its complaints may quote what it was asked for: not ours to show.
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .map_err(|e| failed(format!("cannot start it ({})", e.kind())))?;
+    let group = rustix::process::Pid::from_child(&child);
+    let kill_all = |child: &mut std::process::Child| {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = child.kill();
+        let _ = child.wait();
+    };
     // Read on a thread of its own, so that a program that never closes its output is
-    // still stopped at the deadline.
+    // still stopped at the deadline; the thread is waited for until the deadline only.
     let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut out = Zeroizing::new(Vec::new());
+    let (sent, output) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let mut out = Zeroizing::new(Vec::with_capacity(4096));
         let read = stdout.map(|pipe| pipe.take(MAX_OUTPUT + 1).read_to_end(&mut out));
-        (out, read.is_some_and(|r| r.is_ok()))
+        let _ = sent.send((out, read.is_some_and(|r| r.is_ok())));
     });
     let deadline = Instant::now() + timeout;
+    let timed_out = || {
+        failed(format!(
+            "it did not finish within {} s and was killed",
+            timeout.as_secs()
+        ))
+    };
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let _ = reader.join();
-                return Err(failed(format!(
-                    "it did not finish within {} s and was killed",
-                    timeout.as_secs()
-                )));
+                kill_all(&mut child);
+                return Err(timed_out());
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(failed(format!("cannot wait for it ({})", e.kind()))),
+            Err(e) => {
+                kill_all(&mut child);
+                return Err(failed(format!("cannot wait for it ({})", e.kind())));
+            }
         }
     };
-    let (mut out, read) = reader
-        .join()
-        .map_err(|_| failed("reading its output failed".to_owned()))?;
+    // It exited; what it started may still hold the output open: bounded by the deadline.
+    let left = deadline.saturating_duration_since(Instant::now());
+    let Ok((mut out, read)) = output.recv_timeout(left) else {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        return Err(timed_out());
+    };
     if !status.success() {
         return Err(failed(format!("it exited with {status}")));
     }
@@ -137,6 +155,22 @@ mod tests {
             assert!(error.contains(why), "{why:?} not in {error}");
             assert!(!error.contains("leaked-output"), "{error}");
         }
+    }
+
+    #[test]
+    fn what_a_command_started_is_killed_at_the_deadline_too() {
+        // The shell exits at once; its background child holds the output open.
+        let started = Instant::now();
+        let error = run(
+            "s",
+            &sh("(sleep 30; echo late) & echo early"),
+            Duration::from_millis(400),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("did not finish within"), "{error}");
+        assert!(!error.contains("early"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

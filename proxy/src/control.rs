@@ -33,8 +33,21 @@ impl Control {
     }
 
     /// Reads the declaration again and puts it in force, or refuses it and keeps the one in
-    /// force; audited (`reload`), counted and logged either way.
-    pub(crate) async fn reload(&self) -> Result<Arc<Declared>, ReloadError> {
+    /// force; audited (`reload`), counted and logged either way. On a task of its own, so
+    /// that a caller that goes away (an HTTP client hanging up) cannot leave a reload in
+    /// force unaudited.
+    pub(crate) async fn reload(self: &Arc<Self>) -> Result<Arc<Declared>, ReloadError> {
+        let this = self.clone();
+        match tokio::spawn(async move { this.reload_and_record().await }).await {
+            Ok(result) => result,
+            Err(_) => Err(ReloadError::Declaration {
+                first: "the reload task panicked".to_owned(),
+                sha256: None,
+            }),
+        }
+    }
+
+    async fn reload_and_record(&self) -> Result<Arc<Declared>, ReloadError> {
         let live = self.shared.live.clone();
         let ca = self.ca.clone();
         // Files, and later commands: never on a worker's thread.

@@ -153,13 +153,16 @@ impl Live {
     pub(crate) fn reload(&self, ca: &RunCa) -> Result<Arc<Declared>, ReloadError> {
         let path = self.path.as_deref().ok_or(ReloadError::NoFile)?;
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        let policy = load(path)?;
-        for pattern in policy.intercepted_hosts() {
-            let pattern = if pattern.is_wildcard() {
-                format!("*.{}", pattern.name())
-            } else {
-                pattern.name().to_owned()
-            };
+        // The diagnostic may quote the file: through the guard in force before it goes to
+        // a log line, an HTTP answer or the audit log.
+        let policy = load(path).map_err(|error| match error {
+            ReloadError::Declaration { first, sha256 } => ReloadError::Declaration {
+                first: self.current.load().guard.redact_str(&first),
+                sha256,
+            },
+            other => other,
+        })?;
+        for pattern in ca_patterns(&policy) {
             if !ca.covers(&pattern).unwrap_or(false) {
                 return Err(ReloadError::Uncovered { pattern });
             }
@@ -214,6 +217,22 @@ impl GuardInForce {
         }
         changed
     }
+}
+
+/// The hosts `policy` intercepts, as the run CA's name constraints take them (`host`,
+/// `*.suffix`): what the CA is minted for at start, and what a reload must stay within.
+pub(crate) fn ca_patterns(policy: &Policy) -> Vec<String> {
+    policy
+        .intercepted_hosts()
+        .iter()
+        .map(|pattern| {
+            if pattern.is_wildcard() {
+                format!("*.{}", pattern.name())
+            } else {
+                pattern.name().to_owned()
+            }
+        })
+        .collect()
 }
 
 /// Reads and checks the declaration at `path`.

@@ -113,18 +113,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     // Each source is read once: the guard takes every value, the signers their parts.
     let live = Arc::new(Live::start(config.policy, config.policy_path.clone())?);
     let declared = live.current();
-    let permitted: Vec<String> = declared
-        .policy
-        .intercepted_hosts()
-        .iter()
-        .map(|pattern| {
-            if pattern.is_wildcard() {
-                format!("*.{}", pattern.name())
-            } else {
-                pattern.name().to_owned()
-            }
-        })
-        .collect();
+    let permitted = crate::reload::ca_patterns(&declared.policy);
     let ca = Arc::new(RunCa::mint(CaConfig::new(run_id.clone(), permitted))?);
     let listen_error = |source| StartError::Listen {
         addr: config.listen,
@@ -155,6 +144,9 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
                 addr: admin,
                 source,
             };
+            if !admin.ip().is_loopback() {
+                tracing::warn!(%admin, "the admin endpoint is plain HTTP: its credentials cross the network in the clear off loopback");
+            }
             let listener = TcpListener::bind(admin).await.map_err(error)?;
             let addr = listener.local_addr().map_err(error)?;
             let credentials =

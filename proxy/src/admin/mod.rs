@@ -23,7 +23,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::{AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -62,7 +62,11 @@ pub(crate) async fn serve(
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
+        let slot = tokio::select! {
+            () = until_stopped(&mut shutdown) => return,
+            slot = slots.clone().acquire_owned() => slot,
+        };
+        let Ok(slot) = slot else {
             return;
         };
         let control = control.clone();
@@ -100,6 +104,10 @@ async fn answer(
             WWW_AUTHENTICATE,
             HeaderValue::from_static("Basic realm=\"sluice-admin\""),
         );
+        // Whoever does not hold the credentials gets no kept-alive slot either.
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
         return response;
     }
     let route = (request.method().clone(), request.uri().path().to_owned());

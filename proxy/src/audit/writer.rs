@@ -96,6 +96,11 @@ struct Health {
 impl Health {
     fn fail(&self, what: &str, err: &io::Error) {
         self.failures.fetch_add(1, Ordering::Relaxed);
+        self.fail_uncounted(what, err);
+    }
+
+    /// Fails the log without counting a failed write (a full queue).
+    fn fail_uncounted(&self, what: &str, err: &io::Error) {
         let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
         failure.get_or_insert_with(|| format!("{what}: {err}"));
         self.failed.store(true, Ordering::SeqCst);
@@ -243,7 +248,8 @@ impl AuditLog {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
                 // A disk this far behind is failing: stop proxying rather than drop events.
-                health.fail(
+                // (Not a write failure: the caller counts the event it could not record.)
+                health.fail_uncounted(
                     "queueing a record",
                     &io::Error::other(format!(
                         "{QUEUE_CAPACITY} records waiting: the disk is not keeping up"

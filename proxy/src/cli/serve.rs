@@ -127,12 +127,12 @@ fn write_run_files(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<(
 }
 
 /// `placeholders.env`, afresh: at start, and after each reload (new secrets' placeholders).
+/// Written beside and renamed into place, so that a sandbox reading it never sees it
+/// missing or half written.
 fn write_placeholders(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<()> {
-    write_file(
-        &dir.join("placeholders.env"),
-        placeholders_env(proxy).as_bytes(),
-        0o644,
-    )
+    let next = dir.join(".placeholders.env.next");
+    write_file(&next, placeholders_env(proxy).as_bytes(), 0o644)?;
+    fs::rename(&next, dir.join("placeholders.env"))
 }
 
 /// `NAME=PLACEHOLDER` lines, NAME being the secret's name uppercased with any character

@@ -9,12 +9,11 @@ pub(crate) const BOUNDS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Observations per bucket (not cumulative; the page makes them so), their sum and count.
+/// Observations per bucket (not cumulative; the page makes them so) and their sum.
 #[derive(Debug, Default)]
 pub(crate) struct Histogram {
     buckets: [AtomicU64; BOUNDS.len() + 1],
     sum_nanos: AtomicU64,
-    count: AtomicU64,
 }
 
 impl Histogram {
@@ -28,7 +27,6 @@ impl Histogram {
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -47,7 +45,9 @@ impl Snapshot {
             *total += bucket.load(Ordering::Relaxed);
         }
         self.sum_nanos += histogram.sum_nanos.load(Ordering::Relaxed);
-        self.count += histogram.count.load(Ordering::Relaxed);
+        // The count is the buckets' sum, so that a scrape racing an observation never
+        // shows a count the buckets do not add up to.
+        self.count = self.buckets.iter().sum();
     }
 
     /// `(upper bound, cumulative count)` pairs, `+Inf` last, as the exposition format has them.
