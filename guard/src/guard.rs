@@ -283,9 +283,8 @@ impl GuardBuilder {
                     reason: e.to_string(),
                 })
         };
-        // The two automata are independent: a large guard (a reload of a thousand secrets)
-        // builds them on two threads. A small one is built on this thread alone, where a
-        // thread would cost more than it saves.
+        // The two automata are independent: a large guard builds them on two threads, a
+        // small one on this thread alone (a thread would cost more than it saves).
         let (names, matcher) = if pattern_bytes > PARALLEL_BUILD_BYTES {
             std::thread::scope(|scope| {
                 // No thread to be had (a process at its limit): both here, one after the other.

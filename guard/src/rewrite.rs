@@ -512,11 +512,9 @@ impl Rewriter {
         Ok(std::mem::take(&mut self.tally))
     }
 
-    /// Goes on with `guard` and its redact-all plan, keeping the held-back tail undecided, so
-    /// that the new guard decides it with what follows; returns what the old guard did so far
-    /// (its ids are the old guard's). For a redactor whose guard was replaced by a superset
-    /// (a reload keeps every value the run has known): finishing the old one instead would
-    /// write a held prefix of a value out as it is.
+    /// Goes on with `guard` (redact-all), the held-back tail still undecided; returns what
+    /// the old guard did (its ids). For a guard replaced by a superset (a reload): finishing
+    /// the old one would write a held prefix of a value out as it is.
     ///
     /// # Example
     ///
