@@ -523,14 +523,11 @@ impl Rewriter {
     /// use sluice_guard::{Guard, Placeholder, Rewriter, SecretValue};
     ///
     /// let guard = |values: &[&str]| -> Arc<Guard> {
-    ///     let mut builder = Guard::builder();
-    ///     let id = builder
-    ///         .add("tok", Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap(), SecretValue::from(values[0]))
-    ///         .unwrap();
-    ///     for old in &values[1..] {
-    ///         builder.add_retired(id, SecretValue::from(*old)).unwrap();
-    ///     }
-    ///     Arc::new(builder.build().unwrap())
+    ///     let mut b = Guard::builder();
+    ///     let p = Placeholder::parse("SLUICE_TOK_0123456789abcdef").unwrap();
+    ///     let id = b.add("tok", p, SecretValue::from(values[0])).unwrap();
+    ///     values[1..].iter().for_each(|v| b.add_retired(id, SecretValue::from(*v)).unwrap());
+    ///     Arc::new(b.build().unwrap())
     /// };
     /// let mut out = Vec::new();
     /// let mut redactor = Rewriter::redactor(guard(&["old-value-1234"]));
