@@ -22,9 +22,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use http::HeaderValue;
 use serde::{Deserialize, Serialize};
-use tokio::process::Command;
 
-use crate::child::{self, Ready, Spawned};
+use crate::child;
 use crate::error::BenchError;
 use crate::harness::{basic_auth, stand_in_value};
 use crate::load::{self, ProxyAccess, Route};
@@ -227,17 +226,12 @@ async fn throughput(args: &JailArgs) -> Result<Paths, BenchError> {
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
     let value = stand_in_value("benchvalue");
     let upstream = crate::upstream::spawn(&exe, dir, &value).await?;
-    let mut sluice = Command::new(&exe);
-    sluice
-        .arg("sluice")
-        .arg("--dir")
-        .arg(dir)
-        .arg("--upstream-ca")
-        .arg(dir.join("upstream-ca.pem"))
-        .arg("--transparent")
-        .arg(format!("127.0.0.1:{CAPTURE_PORT}"))
-        .env(TOKEN_VAR, &value);
-    let sluice = Spawned::start("sluice", sluice, &dir.join("sluice.stderr"), Ready::Line).await?;
+    let sluice = crate::sluice_peer::spawn(&exe, dir, &value, |sluice| {
+        sluice
+            .arg("--transparent")
+            .arg(format!("127.0.0.1:{CAPTURE_PORT}"));
+    })
+    .await?;
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read_to_string(&path)

@@ -29,14 +29,12 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use sluice_policies::Policy;
 use tokio::net::TcpStream;
-use tokio::process::Command;
 
-use crate::child::{self, Ready, Spawned};
+use crate::child;
 use crate::error::BenchError;
 use crate::harness::{basic_auth, stand_in_value};
 use crate::load::{self, ProxyAccess, Route};
 use crate::pki::{ClientTls, Proto};
-use crate::upstream::TOKEN_VAR;
 
 /// What `sluice-bench operations` takes.
 #[derive(Debug, Args)]
@@ -163,16 +161,10 @@ async fn scrape_cost(rounds: usize, phase: Duration) -> Result<Scraping, BenchEr
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
     let value = stand_in_value("benchvalue");
     let upstream = crate::upstream::spawn(&exe, dir, &value).await?;
-    let mut sluice = Command::new(&exe);
-    sluice
-        .arg("sluice")
-        .arg("--dir")
-        .arg(dir)
-        .arg("--upstream-ca")
-        .arg(dir.join("upstream-ca.pem"))
-        .arg("--admin")
-        .env(TOKEN_VAR, &value);
-    let sluice = Spawned::start("sluice", sluice, &dir.join("sluice.stderr"), Ready::Line).await?;
+    let sluice = crate::sluice_peer::spawn(&exe, dir, &value, |sluice| {
+        sluice.arg("--admin");
+    })
+    .await?;
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read_to_string(&path)

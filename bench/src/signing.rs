@@ -26,10 +26,10 @@ use rustls_pki_types::ServerName;
 use sluice_sign::aws_sigv4::chunked::ChunkChain;
 use sluice_sign::aws_sigv4::{Credentials, Head, Scope, sign_as_client};
 use tokio::net::TcpStream;
-use tokio::process::Command;
+
 use tokio_rustls::TlsConnector;
 
-use crate::child::{self, Ready, Spawned};
+use crate::child;
 use crate::error::BenchError;
 use crate::harness::{basic_auth, stand_in_value};
 use crate::load::{self, ProxyAccess, Route, send_connect};
@@ -177,19 +177,14 @@ async fn measure(
     let upstream = crate::upstream::spawn(&exe, dir, &value).await?;
     let policy = dir.join("signing.yaml");
     std::fs::write(&policy, declaration()).map_err(BenchError::file(&policy))?;
-    let mut sluice = Command::new(&exe);
-    sluice
-        .arg("sluice")
-        .arg("--dir")
-        .arg(dir)
-        .arg("--upstream-ca")
-        .arg(dir.join("upstream-ca.pem"))
-        .arg("--policy")
-        .arg(&policy)
-        .env(TOKEN_VAR, &value)
-        .env(KEY_ID_VAR, "AKIABENCHREALKEY0001")
-        .env(SECRET_KEY_VAR, "bench/real/secret/access/key/0123456789ab");
-    let sluice = Spawned::start("sluice", sluice, &dir.join("sluice.stderr"), Ready::Line).await?;
+    let sluice = crate::sluice_peer::spawn(&exe, dir, &value, |sluice| {
+        sluice
+            .arg("--policy")
+            .arg(&policy)
+            .env(KEY_ID_VAR, "AKIABENCHREALKEY0001")
+            .env(SECRET_KEY_VAR, "bench/real/secret/access/key/0123456789ab");
+    })
+    .await?;
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read_to_string(&path)

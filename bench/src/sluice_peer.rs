@@ -112,6 +112,33 @@ pub(crate) struct SluiceArgs {
     pub(crate) admin: bool,
 }
 
+/// Starts `exe sluice` (this benchmark's sluice peer) writing into `dir`, trusting the
+/// upstream's CA there, with the bench token's `value` in its environment; `configure` adds
+/// what one benchmark needs (a declaration, an admin endpoint, a capture listener).
+pub(crate) async fn spawn(
+    exe: &Path,
+    dir: &Path,
+    value: &str,
+    configure: impl FnOnce(&mut tokio::process::Command),
+) -> Result<crate::child::Spawned, BenchError> {
+    let mut sluice = tokio::process::Command::new(exe);
+    sluice
+        .arg("sluice")
+        .arg("--dir")
+        .arg(dir)
+        .arg("--upstream-ca")
+        .arg(dir.join("upstream-ca.pem"))
+        .env(TOKEN_VAR, value);
+    configure(&mut sluice);
+    crate::child::Spawned::start(
+        "sluice",
+        sluice,
+        &dir.join("sluice.stderr"),
+        crate::child::Ready::Line,
+    )
+    .await
+}
+
 /// Runs sluice until stdin closes, then shuts it down (drain, audit log flushed).
 pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
     let yaml = match &args.policy {
