@@ -39,6 +39,7 @@
 mod command;
 pub mod credentials;
 mod error;
+mod fingerprint;
 mod grant;
 mod host;
 pub mod launcher_env;
@@ -52,6 +53,7 @@ mod validate;
 
 pub use command::COMMAND_TIMEOUT;
 pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError};
+pub use fingerprint::fingerprint;
 pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;

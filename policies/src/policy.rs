@@ -7,7 +7,6 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use ipnet::IpNet;
-use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 use crate::error::{Diagnostic, Diagnostics, HostError, Problem};
@@ -146,6 +145,8 @@ impl Policy {
             Ok(raw) => raw,
             Err(e) => return Err(Diagnostics(vec![parse_error(&e, file_name)])),
         };
+        // Before validation consumes the model: the literals' positions are in it.
+        let sha256 = crate::fingerprint::masked_sha256(source, &raw);
         let (validated, diagnostics) = validate(raw, source, file_name, dir);
         let Some(Validated {
             secrets,
@@ -158,7 +159,17 @@ impl Policy {
         else {
             return Err(Diagnostics(diagnostics));
         };
-        let sha256 = hex::encode(Sha256::digest(source.as_bytes()));
+        let Some(sha256) = sha256 else {
+            return Err(Diagnostics(vec![Diagnostic {
+                file: file_name.to_owned(),
+                line: 1,
+                column: 1,
+                path: String::new(),
+                problem: Problem::Unreadable {
+                    reason: "the position of a literal `value:` cannot be located, so the declaration cannot be fingerprinted without it; use `from:` instead".into(),
+                },
+            }]));
+        };
         Ok(Loaded {
             policy: Policy {
                 secrets,
@@ -173,7 +184,9 @@ impl Policy {
         })
     }
 
-    /// SHA-256 of the declaration's bytes, lowercase hex, for the audit log's start record.
+    /// The declaration's [`fingerprint`](crate::fingerprint): SHA-256 of its text with
+    /// every literal `value:` masked, lowercase hex, for the audit log's `start` and
+    /// `reload` records.
     pub fn sha256_hex(&self) -> &str {
         &self.sha256
     }

@@ -250,10 +250,10 @@ fn load(path: &Path) -> Result<Policy, ReloadError> {
                 .first()
                 .map(|d| d.to_string().lines().next().unwrap_or_default().to_owned())
                 .unwrap_or_else(|| "the declaration does not pass check".to_owned());
-            let sha256 = std::fs::read(path).ok().map(|bytes| {
-                use sha2::Digest;
-                hex::encode(sha2::Sha256::digest(&bytes))
-            });
+            // Masked as the start record's is; a file that does not parse has none.
+            let sha256 = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| sluice_policies::fingerprint(&text));
             Err(ReloadError::Declaration { first, sha256 })
         }
     }

@@ -54,6 +54,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+mod files;
+pub mod report;
+mod segments;
 mod summary;
 mod verify;
 mod writer;
@@ -61,8 +64,9 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use summary::{Summary, SummaryRow, summarize};
-pub use verify::{Break, ChainError, Verified, verify};
+pub use segments::{MIN_SEGMENT_BYTES, Rotation};
+pub use summary::{RunSummary, Summary, SummaryRow, summarize};
+pub use verify::{Break, ChainError, Log, Verified, verify, verify_logs};
 pub use writer::{AuditLog, FLUSH_INTERVAL, QUEUE_CAPACITY};
 
 /// The prefix hashed with the run id to make the first line's `prev`.
@@ -333,6 +337,14 @@ pub(crate) struct Line {
     pub(crate) withheld: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) counts: Option<Counts>,
+    /// On a `start` appended to an existing log: the SHA-256 of the line before it, so that
+    /// the runs of one file chain too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) follows: Option<String>,
+    /// On the first line of each segment after a run's first (rotation): its number, from
+    /// 2; the line's `prev` is the previous segment's last line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) segment: Option<u64>,
     pub(crate) prev: String,
 }
 
@@ -356,6 +368,8 @@ impl Line {
             ca_sha256: None,
             withheld: None,
             counts: None,
+            follows: None,
+            segment: None,
             prev: String::new(),
         }
     }
@@ -371,6 +385,18 @@ pub enum AuditError {
         path: PathBuf,
         /// What the operating system said.
         source: std::io::Error,
+    },
+    /// A file is at the log's path that cannot be appended to: not a sluice log, or its
+    /// last line cut short. It is left as it is, never overwritten.
+    #[error(
+        "cannot append to audit log {}: {why}; it is left as it is: move it away, or give another --audit-log",
+        path.display()
+    )]
+    NotAppendable {
+        /// The path given to [`AuditLog::open`].
+        path: PathBuf,
+        /// What is wrong with the file.
+        why: String,
     },
     /// The `start` record could not be written and flushed (full disk, `/dev/full`).
     #[error("cannot write the start record to audit log {}: {source}", path.display())]

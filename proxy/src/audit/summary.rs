@@ -5,29 +5,40 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::verify::scan;
+use super::verify::scan_logs;
 use super::{ChainError, EventKind, Line};
 
-/// What a verified log says happened, per secret and host.
+/// What verified logs say happened, per secret and host, over every run they hold.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Summary {
-    /// The run named by `start`.
-    pub run_id: String,
-    /// How many lines the log holds, `start` and `stop` included.
+    /// Each run, in log order.
+    pub runs: Vec<RunSummary>,
+    /// How many lines the logs hold, `start` and `stop` included.
     pub events: u64,
-    /// Whether the log ends with `stop`.
-    pub complete: bool,
-    /// SHA-256 of the last line (see [`super::Verified::head`]).
-    pub head: String,
     /// `reload` events: how often the declaration was read again (in force or refused).
     pub reloads: u64,
     /// One row per (secret, host) pair that appears in an event, sorted by secret then
     /// host; events without a secret (tunnels, denials, failed logins) have `secret: null`.
     pub rows: Vec<SummaryRow>,
+}
+
+/// One run of a verified log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    /// The run named by `start`.
+    pub run_id: String,
+    /// How many lines the run wrote, `start` and `stop` included.
+    pub events: u64,
+    /// Whether the run ends with `stop`.
+    pub complete: bool,
+    /// SHA-256 of the run's last line (see [`super::Verified::head`]).
+    pub head: String,
+    /// How many segments its lines are spread over.
+    pub segments: u64,
 }
 
 /// The tally of one (secret, host) pair.
@@ -65,26 +76,39 @@ impl SummaryRow {
 /// What a refusal without a reason is tallied under.
 const NO_REASON: &str = "(no reason)";
 
-/// Verifies the log and tallies it per secret and host.
+/// Verifies the logs among `paths` (as [`super::verify_logs`] takes them) and tallies
+/// every run per secret and host.
 ///
 /// # Errors
 ///
-/// Whatever [`super::verify`] finds: a log whose chain is broken is not summarised.
-pub fn summarize(path: &Path) -> Result<Summary, ChainError> {
+/// The first break [`super::verify_logs`] finds: logs whose chain is broken are not
+/// summarised.
+pub fn summarize(paths: &[PathBuf]) -> Result<Summary, ChainError> {
     let mut rows: BTreeMap<(Option<String>, Option<String>), SummaryRow> = BTreeMap::new();
     let mut reloads = 0;
-    let verified = scan(path, |line| {
+    let logs = scan_logs(paths, |_, line| {
         if line.event == EventKind::Reload {
             reloads += 1;
         } else {
             tally(&mut rows, line);
         }
     })?;
+    let mut runs = Vec::new();
+    for log in logs {
+        if let Some(broken) = log.broken {
+            return Err(broken);
+        }
+        runs.extend(log.runs.into_iter().map(|run| RunSummary {
+            run_id: run.run_id,
+            events: run.lines,
+            complete: run.complete,
+            head: run.head,
+            segments: run.segments,
+        }));
+    }
     Ok(Summary {
-        run_id: verified.run_id,
-        events: verified.lines,
-        complete: verified.complete,
-        head: verified.head,
+        events: runs.iter().map(|run| run.events).sum(),
+        runs,
         reloads,
         rows: rows.into_values().collect(),
     })
@@ -122,17 +146,24 @@ impl Summary {
     /// shown as `�`, so a log cannot drive the terminal.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "run {}: {} events, chain intact{}",
-            cell(&self.run_id),
-            self.events,
-            if self.complete {
-                ""
-            } else {
-                ", no stop record (run still going, ended abruptly, or tail cut)"
-            }
-        );
+        for run in &self.runs {
+            let _ = writeln!(
+                out,
+                "run {}: {} events{}, chain intact{}",
+                cell(&run.run_id),
+                run.events,
+                if run.segments > 1 {
+                    format!(" in {} segments", run.segments)
+                } else {
+                    String::new()
+                },
+                if run.complete {
+                    ""
+                } else {
+                    ", no stop record (run still going, ended abruptly, or tail cut)"
+                }
+            );
+        }
         if self.reloads > 0 {
             let _ = writeln!(out, "declaration reloaded {} time(s)", self.reloads);
         }

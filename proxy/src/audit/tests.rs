@@ -234,15 +234,9 @@ fn every_event_kind_is_written_with_its_fields() {
 }
 
 #[test]
-fn the_log_file_is_created_0600_and_truncated() {
+fn the_log_file_is_created_0600_and_a_file_that_is_not_a_log_is_left_alone() {
     let dir = TempDir::new();
     let path = dir.join("audit.jsonl");
-    std::fs::write(&path, "old content\n").unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
     let log = AuditLog::open(&path, "run-1", start_info()).unwrap();
     // `start` is on disk before `open` returns.
     let written = lines(&path);
@@ -255,6 +249,23 @@ fn the_log_file_is_created_0600_and_truncated() {
         assert_eq!(mode & 0o777, 0o600);
     }
     log.close().unwrap();
+
+    // Not a sluice log, or one whose last line was cut: refused, the file untouched.
+    for (name, text) in [
+        ("other.jsonl", "old content\n"),
+        ("cut.jsonl", "{\"seq\":1"),
+    ] {
+        let other = dir.join(name);
+        std::fs::write(&other, text).unwrap();
+        match AuditLog::open(&other, "run-2", start_info()) {
+            Err(AuditError::NotAppendable { path, why }) => {
+                assert_eq!(path, other);
+                assert!(!why.is_empty());
+            }
+            result => panic!("{name}: expected NotAppendable, got {result:?}"),
+        }
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), text);
+    }
 }
 
 #[test]
@@ -758,7 +769,7 @@ fn unparse(lines: &[Line]) -> Vec<String> {
 
 fn broken_at(result: Result<Verified, ChainError>) -> (u64, Break) {
     match result {
-        Err(ChainError::Broken { line, why }) => (line, why),
+        Err(ChainError::Broken { line, why, .. }) => (line, why),
         other => panic!("expected a broken chain, got {other:?}"),
     }
 }
@@ -897,14 +908,25 @@ fn verification_catches_tampering() {
         (16, Break::AfterStop)
     );
 
-    // A second start.
+    // A second start inside the run: it does not follow the line before it.
     let mut second_start: Vec<Line> = good.iter().map(|l| parse(l)).collect();
     second_start[1] = second_start[0].clone();
+    assert_eq!(
+        broken_at(verify_lines(&dir, &unparse(&second_start))),
+        (2, Break::Follows)
+    );
+    // Nor does one numbered as the next line of the run.
     second_start[1].seq = 2;
     second_start[1].prev = line_hash(good[0].as_bytes());
     assert_eq!(
         broken_at(verify_lines(&dir, &unparse(&second_start))),
-        (2, Break::UnexpectedStart)
+        (
+            2,
+            Break::Seq {
+                expected: 1,
+                found: 2
+            }
+        )
     );
 
     // Stop counts that disagree with the lines (a refusal dropped and re-chained).
@@ -956,11 +978,12 @@ fn the_summary_counts_a_known_run() {
     let dir = TempDir::new();
     let path = dir.join("audit.jsonl");
     known_run(&path);
-    let summary = summarize(&path).unwrap();
-    assert_eq!(summary.run_id, "run-known");
+    let summary = summarize(std::slice::from_ref(&path)).unwrap();
+    assert_eq!(summary.runs.len(), 1);
+    assert_eq!(summary.runs[0].run_id, "run-known");
     assert_eq!(summary.events, 15);
     assert_eq!(summary.reloads, 1);
-    assert!(summary.complete);
+    assert!(summary.runs[0].complete);
     let row = |secret: Option<&str>, host: Option<&str>| {
         summary
             .rows
@@ -1032,11 +1055,11 @@ fn the_summary_refuses_a_broken_log() {
     known_run(&path);
     let mut good = lines(&path);
     good.swap(2, 3);
-    let err = summarize(&{
+    let err = summarize(&[{
         let tampered = dir.join("t.jsonl");
         std::fs::write(&tampered, good.join("\n") + "\n").unwrap();
         tampered
-    })
+    }])
     .unwrap_err();
     assert_eq!(err.line(), Some(3));
 }
@@ -1054,7 +1077,7 @@ fn the_summary_table_does_not_pass_control_characters() {
     )
     .unwrap();
     log.close().unwrap();
-    let table = summarize(&path).unwrap().to_table();
+    let table = summarize(std::slice::from_ref(&path)).unwrap().to_table();
     assert!(
         !table.contains('\u{1b}') && table.contains("bad\u{fffd}[2J"),
         "{table}"

@@ -1,35 +1,55 @@
-//! Verification of a log's hash chain, line by line, stopping at the first break.
+//! Verification of the hash chain, line by line, stopping at the first break: within a
+//! run (`seq`, `prev`), from one run to the next appended after it in the same file
+//! (`follows`), and from one segment of a rotated log to the next (`segment`).
 //!
-//! It reads the log and never writes it; it trusts nothing in it until the line's
-//! place in the chain has been checked.
+//! It reads logs and never writes them; it trusts nothing in a line until the line's place
+//! in the chain has been checked. Which file comes after which is read from the chain
+//! itself ([`super::files`]), never from the files' names, so renaming segments can neither
+//! hide nor reorder anything.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use super::files::{self, Chained};
 use super::{Counts, EventKind, Line, genesis, is_sha256_hex, line_hash};
 
-/// A log whose chain holds, from `start` to its last line.
+/// One run whose chain holds, from its `start` to its last line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
-    /// How many lines (events, `start` and `stop` included).
+    /// How many lines the run wrote (events, `start` and `stop` included).
     pub lines: u64,
     /// The run named by `start`.
     pub run_id: String,
-    /// SHA-256 of the last line: compare it with a copy kept elsewhere to detect a log
-    /// rewritten from some line onward, or cut before `stop`.
+    /// SHA-256 of the run's last line: compare it with a copy kept elsewhere to detect a
+    /// log rewritten from some line onward, or cut before `stop`.
     pub head: String,
-    /// Whether the log ends with `stop`. A log without it is intact as far as it goes, but
-    /// the run is still going, ended abruptly, or the log's tail was cut.
+    /// Whether the run ends with `stop`. A run without it is intact as far as it goes, but
+    /// it is still going, ended abruptly, or the log's tail (or last segments) is missing.
     pub complete: bool,
     /// Per-kind tallies of the events between `start` and the end.
     pub counts: Counts,
+    /// How many segments (files) the run's lines are spread over.
+    pub segments: u64,
+}
+
+/// One log: a chain of files (a rotated log's segments, in chain order) holding one run
+/// or several appended one after another, verified as far as its chain holds.
+#[derive(Debug)]
+pub struct Log {
+    /// The log's files, first to last in chain order.
+    pub files: Vec<PathBuf>,
+    /// Its runs in order; when the chain breaks, the runs up to the break (the last one
+    /// counted up to the line before it).
+    pub runs: Vec<Verified>,
+    /// Where and how the chain breaks, if it does.
+    pub broken: Option<ChainError>,
 }
 
 /// Why a log does not verify.
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
-    /// The file could not be opened or read.
+    /// A file could not be opened or read, or a path names no log.
     #[error("cannot read audit log {}: {source}", path.display())]
     Read {
         /// The path given.
@@ -37,10 +57,12 @@ pub enum ChainError {
         /// What the operating system said.
         source: io::Error,
     },
-    /// The first line (1-based) where the chain breaks, and why.
-    #[error("line {line}: {why}")]
+    /// The first line (1-based, within its file) where the chain breaks, and why.
+    #[error("{}: line {line}: {why}", file.display())]
     Broken {
-        /// 1-based line number.
+        /// The file the line is in.
+        file: PathBuf,
+        /// 1-based line number within `file`.
         line: u64,
         /// What is wrong with it.
         why: Break,
@@ -53,6 +75,14 @@ impl ChainError {
         match self {
             ChainError::Read { .. } => None,
             ChainError::Broken { line, .. } => Some(*line),
+        }
+    }
+
+    /// What is wrong, if the log could be read.
+    pub fn why(&self) -> Option<&Break> {
+        match self {
+            ChainError::Read { .. } => None,
+            ChainError::Broken { why, .. } => Some(why),
         }
     }
 }
@@ -69,7 +99,7 @@ pub enum Break {
     /// Not one JSON object of the audit schema.
     #[error("not an audit record: {0}")]
     Malformed(String),
-    /// Line 1 is not `start`.
+    /// The log's first line is neither `start` nor the first line of a later segment.
     #[error("the first record is `{found}`: expected `start` (the log's beginning is missing)")]
     MissingStart {
         /// The kind found instead.
@@ -83,47 +113,50 @@ pub enum Break {
         /// The field that is missing or malformed.
         field: &'static str,
     },
-    /// Line 1's `prev` is not the genesis value of its run.
+    /// A `start`'s `prev` is not the genesis value of its run.
     #[error(
-        "prev is not the genesis value of run {run_id:?}: line 1 was edited or belongs to another log"
+        "prev is not the genesis value of run {run_id:?}: the start record was edited or belongs to another log"
     )]
     Genesis {
-        /// The run id line 1 names.
+        /// The run id the `start` names.
         run_id: String,
     },
-    /// The line names another run than line 1.
+    /// The line names another run than its run's `start`.
     #[error(
-        "run_id is {found:?}: expected {expected:?}, the run named by `start` (a line from another log?)"
+        "run_id is {found:?}: expected {expected:?}, the run named by its `start` (a line from another log?)"
     )]
     RunId {
-        /// The run named by line 1.
+        /// The run named by `start`.
         expected: String,
         /// The run named here.
         found: String,
     },
-    /// `seq` is not the line number: a line was dropped, inserted or moved.
+    /// `seq` is not the line's place in its run: a line was dropped, inserted or moved.
     #[error(
         "seq is {found}: expected {expected}, so a line was dropped, inserted or moved at or before this one"
     )]
     Seq {
-        /// The line's number, which its `seq` must equal.
+        /// The line's place in its run, which its `seq` must equal.
         expected: u64,
         /// The `seq` found.
         found: u64,
     },
     /// `prev` is not the SHA-256 of the line before.
     #[error(
-        "prev does not match the SHA-256 of line {previous}: that line was edited, or a line was dropped, inserted or moved here"
+        "prev does not match the SHA-256 of the line before: that line was edited, or a line was dropped, inserted or moved here (run seq {previous} precedes it)"
     )]
     Prev {
-        /// The number of the line before.
+        /// The `seq` of the line before, in this run.
         previous: u64,
     },
-    /// A second `start`.
-    #[error("a second `start` record: expected exactly one, on line 1")]
-    UnexpectedStart,
-    /// A line after `stop`.
-    #[error("a record after `stop`: expected `stop` to be the last line")]
+    /// A `start` in the middle of a run: its `follows` is missing or does not name the
+    /// line before it.
+    #[error(
+        "a `start` whose follows is not the SHA-256 of the line before it: a line or a run was dropped, edited or inserted before this run"
+    )]
+    Follows,
+    /// A line after `stop` that is not the `start` of the next run.
+    #[error("a record after `stop`: expected `stop` to be its run's last line, or a new `start`")]
     AfterStop,
     /// `stop` lacks its counts, or they disagree with the lines before it.
     #[error(
@@ -135,93 +168,234 @@ pub enum Break {
         /// The counts `stop` carries (`None` when absent).
         found: Option<Box<Counts>>,
     },
+    /// The log begins with a later segment of a run, or a run appended to a log, whose
+    /// earlier part is in no file given.
+    #[error(
+        "this file begins {what}, but no file given ends where it begins: {missing} is missing (deleted, or not given; pass every segment, or the directory)"
+    )]
+    MissingBefore {
+        /// What the file begins with (`segment 3 of run R`, `run R, appended to a log`).
+        what: String,
+        /// What is missing (`segment 2 of run R`, `the log it was appended to`).
+        missing: String,
+    },
+    /// A file's first line continues a run with the wrong segment number.
+    #[error(
+        "this file is segment {found} of run {run_id:?}: expected segment {expected}, so a segment is missing or out of order"
+    )]
+    SegmentOrder {
+        /// The run.
+        run_id: String,
+        /// The number the chain expects here.
+        expected: u64,
+        /// The number the line carries.
+        found: u64,
+    },
+    /// A segment marker anywhere but on a file's first line, or a run continued across
+    /// files without one.
+    #[error(
+        "a segment boundary that is not one: the `segment` field belongs only on the first line of a file continuing a run"
+    )]
+    SegmentMarker,
 }
 
-/// Checks the log's hash chain from `start` to its last line: each line one JSON record
-/// of the schema, `seq` equal to its line number, one `run_id` throughout, line 1 a
-/// `start` whose `prev` is the run's genesis value, every other `prev` the SHA-256 of the
-/// line before, nothing after `stop`, and `stop`'s counts equal to the tally.
+/// Checks one file's chain (see [`verify_logs`] for what is checked) and returns its last
+/// run; every earlier run in the file is checked too.
 ///
 /// # Errors
 ///
-/// [`ChainError::Broken`] naming the first line that breaks the chain, and why;
-/// [`ChainError::Read`] when the file cannot be read.
+/// [`ChainError::Broken`] naming the first line that breaks the chain, and why (a later
+/// segment of a rotated log verified alone breaks at line 1: pass every segment to
+/// [`verify_logs`]); [`ChainError::Read`] when the file cannot be read.
 pub fn verify(path: &Path) -> Result<Verified, ChainError> {
-    scan(path, |_| {})
-}
-
-/// [`verify`], handing every line to `visit` once its place in the chain is checked.
-pub(crate) fn scan(path: &Path, mut visit: impl FnMut(&Line)) -> Result<Verified, ChainError> {
-    let read_error = |source| ChainError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let mut reader = BufReader::new(File::open(path).map_err(read_error)?);
-    let mut buf = Vec::new();
-    let mut chain: Option<Chain> = None;
-    let mut number: u64 = 0;
-    loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf).map_err(read_error)? == 0 {
-            break;
-        }
-        number += 1;
-        let broken = |why| ChainError::Broken { line: number, why };
-        let Some(bytes) = buf.strip_suffix(b"\n") else {
-            return Err(broken(Break::NotTerminated));
-        };
-        if bytes.is_empty() {
-            return Err(broken(Break::Malformed("an empty line".to_owned())));
-        }
-        let line: Line = serde_json::from_slice(bytes)
-            .map_err(|err| broken(Break::Malformed(err.to_string())))?;
-        match chain.as_mut() {
-            None => chain = Some(Chain::first(&line).map_err(broken)?),
-            Some(chain) => chain.next(number, &line).map_err(broken)?,
-        }
-        if let Some(chain) = chain.as_mut() {
-            chain.prev = line_hash(bytes);
-        }
-        visit(&line);
+    let mut logs = verify_logs(&[path.to_owned()])?;
+    let log = logs.pop().ok_or_else(|| ChainError::Broken {
+        file: path.to_owned(),
+        line: 1,
+        why: Break::Empty,
+    })?;
+    if let Some(broken) = log.broken {
+        return Err(broken);
     }
-    match chain {
-        None => Err(ChainError::Broken {
+    log.runs
+        .into_iter()
+        .last()
+        .ok_or_else(|| ChainError::Broken {
+            file: path.to_owned(),
             line: 1,
             why: Break::Empty,
-        }),
-        Some(chain) => Ok(Verified {
-            lines: number,
-            run_id: chain.run_id,
-            head: chain.prev,
-            complete: chain.stopped,
-            counts: chain.counts,
-        }),
-    }
+        })
 }
 
-/// What the lines read so far commit the next one to.
-struct Chain {
+/// Checks every log among `paths` (files, or directories whose `*.jsonl` and
+/// `*.jsonl.N` files are taken): the files are put in chain order, each chain of files is
+/// one log, and each log is checked from its first line to its last: each line one JSON
+/// record of the schema; each run opened by a `start` whose `prev` is the run's genesis
+/// value (and, after the first, whose `follows` is the SHA-256 of the line before);
+/// within a run, `seq` counting from 1, one `run_id`, every `prev` the SHA-256 of the line
+/// before (across segment boundaries too), `stop` last with counts equal to the tally.
+///
+/// # Errors
+///
+/// [`ChainError::Read`] when a file cannot be read. A broken chain is not an error here:
+/// it is the log's [`Log::broken`].
+pub fn verify_logs(paths: &[PathBuf]) -> Result<Vec<Log>, ChainError> {
+    scan_logs(paths, |_, _| {})
+}
+
+/// [`verify_logs`], handing every line to `visit` (with its log's index) once its place
+/// in the chain is checked.
+pub(crate) fn scan_logs(
+    paths: &[PathBuf],
+    mut visit: impl FnMut(usize, &Line),
+) -> Result<Vec<Log>, ChainError> {
+    let chained = files::chain(paths)?;
+    let mut logs = Vec::with_capacity(chained.len());
+    for (index, Chained { files }) in chained.into_iter().enumerate() {
+        let mut walk = Walk::default();
+        let mut broken = None;
+        for (i, file) in files.iter().enumerate() {
+            if let Err(err) = walk.file(file, i == 0, |line| visit(index, line)) {
+                broken = Some(err);
+                break;
+            }
+        }
+        if broken.is_none() && walk.runs.is_empty() && walk.current.is_none() {
+            broken = Some(ChainError::Broken {
+                file: files.first().cloned().unwrap_or_default(),
+                line: 1,
+                why: Break::Empty,
+            });
+        }
+        logs.push(Log {
+            files,
+            runs: walk.finish(),
+            broken,
+        });
+    }
+    Ok(logs)
+}
+
+/// The state of one log's walk, carried from line to line and file to file.
+#[derive(Default)]
+struct Walk {
+    runs: Vec<Verified>,
+    current: Option<Run>,
+    /// SHA-256 of the last line read, in whichever file.
+    last: Option<String>,
+}
+
+/// What the lines of the run being read commit the next one to.
+struct Run {
     run_id: String,
-    prev: String,
+    lines: u64,
     counts: Counts,
     stopped: bool,
+    segments: u64,
 }
 
-impl Chain {
-    fn first(line: &Line) -> Result<Chain, Break> {
-        if line.event != EventKind::Start {
-            return Err(Break::MissingStart { found: line.event });
+impl Walk {
+    /// Reads one file of the log, `first` when it is the log's first.
+    fn file(
+        &mut self,
+        path: &Path,
+        first: bool,
+        mut visit: impl FnMut(&Line),
+    ) -> Result<(), ChainError> {
+        let read_error = |source| ChainError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let mut reader = BufReader::new(File::open(path).map_err(read_error)?);
+        let mut buf = Vec::new();
+        let mut number: u64 = 0;
+        loop {
+            buf.clear();
+            if reader.read_until(b'\n', &mut buf).map_err(read_error)? == 0 {
+                break;
+            }
+            number += 1;
+            let broken = |why| ChainError::Broken {
+                file: path.to_owned(),
+                line: number,
+                why,
+            };
+            let Some(bytes) = buf.strip_suffix(b"\n") else {
+                return Err(broken(Break::NotTerminated));
+            };
+            if bytes.is_empty() {
+                return Err(broken(Break::Malformed("an empty line".to_owned())));
+            }
+            let line: Line = serde_json::from_slice(bytes)
+                .map_err(|err| broken(Break::Malformed(err.to_string())))?;
+            let place = match (number, first) {
+                (1, true) => Place::LogStart,
+                (1, false) => Place::FileStart,
+                _ => Place::Within,
+            };
+            self.line(&line, place).map_err(broken)?;
+            self.last = Some(line_hash(bytes));
+            visit(&line);
         }
+        if number == 0 {
+            return Err(ChainError::Broken {
+                file: path.to_owned(),
+                line: 1,
+                why: Break::Empty,
+            });
+        }
+        Ok(())
+    }
+
+    fn line(&mut self, line: &Line, place: Place) -> Result<(), Break> {
+        if line.segment.is_some() && place != Place::FileStart && place != Place::LogStart {
+            return Err(Break::SegmentMarker);
+        }
+        if line.event == EventKind::Start {
+            return self.start(line, place);
+        }
+        if let Some(segment) = line.segment {
+            return self.continuation(line, segment, place);
+        }
+        if place != Place::Within {
+            // A file boundary inside a run must be marked as one.
+            return match &self.current {
+                None => Err(Break::MissingStart { found: line.event }),
+                Some(_) => Err(Break::SegmentMarker),
+            };
+        }
+        let Some(run) = self.current.as_mut() else {
+            return Err(Break::MissingStart { found: line.event });
+        };
+        run.next(line, self.last.as_deref())
+    }
+
+    /// A `start`: the log's first line, or a run appended after the line before it.
+    fn start(&mut self, line: &Line, place: Place) -> Result<(), Break> {
         if line.seq != 1 {
             return Err(Break::Seq {
                 expected: 1,
                 found: line.seq,
             });
         }
+        if line.segment.is_some() {
+            return Err(Break::SegmentMarker);
+        }
         if line.prev != genesis(&line.run_id) {
             return Err(Break::Genesis {
                 run_id: line.run_id.clone(),
             });
+        }
+        match (place, &line.follows, &self.last) {
+            (Place::LogStart, None, _) => {}
+            (Place::LogStart, Some(_), _) => {
+                return Err(Break::MissingBefore {
+                    what: format!("run {:?}, appended to an earlier log", line.run_id),
+                    missing: "the log it was appended to".to_owned(),
+                });
+            }
+            (_, Some(follows), Some(last)) if follows == last => {}
+            _ => return Err(Break::Follows),
         }
         if line.version.is_none() {
             return Err(Break::StartFields { field: "version" });
@@ -234,15 +408,68 @@ impl Chain {
                 return Err(Break::StartFields { field });
             }
         }
-        Ok(Chain {
+        let run = Run {
             run_id: line.run_id.clone(),
-            prev: String::new(),
+            lines: 1,
             counts: Counts::default(),
             stopped: false,
-        })
+            segments: 1,
+        };
+        if let Some(previous) = self.current.replace(run) {
+            self.runs
+                .push(previous.verified(self.last.clone().unwrap_or_default()));
+        }
+        Ok(())
     }
 
-    fn next(&mut self, number: u64, line: &Line) -> Result<(), Break> {
+    /// The first line of a file that continues the run before it (`segment: N`).
+    fn continuation(&mut self, line: &Line, segment: u64, place: Place) -> Result<(), Break> {
+        let Some(run) = self.current.as_mut().filter(|_| place == Place::FileStart) else {
+            return Err(Break::MissingBefore {
+                what: format!("segment {segment} of run {:?}", line.run_id),
+                missing: format!(
+                    "segment {} of run {:?}",
+                    segment.saturating_sub(1).max(1),
+                    line.run_id
+                ),
+            });
+        };
+        if line.run_id == run.run_id && segment != run.segments + 1 {
+            return Err(Break::SegmentOrder {
+                run_id: run.run_id.clone(),
+                expected: run.segments + 1,
+                found: segment,
+            });
+        }
+        run.next(line, self.last.as_deref())?;
+        run.segments = segment;
+        Ok(())
+    }
+
+    /// The runs read, the last one as far as it went.
+    fn finish(mut self) -> Vec<Verified> {
+        if let Some(run) = self.current.take() {
+            self.runs
+                .push(run.verified(self.last.clone().unwrap_or_default()));
+        }
+        self.runs
+    }
+}
+
+/// Where a line stands in the log's files.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Line 1 of the log's first file.
+    LogStart,
+    /// Line 1 of a later file.
+    FileStart,
+    /// Any other line.
+    Within,
+}
+
+impl Run {
+    /// The next line of this run (not a `start`), whose predecessor hashed to `last`.
+    fn next(&mut self, line: &Line, last: Option<&str>) -> Result<(), Break> {
         if self.stopped {
             return Err(Break::AfterStop);
         }
@@ -252,19 +479,20 @@ impl Chain {
                 found: line.run_id.clone(),
             });
         }
-        if line.seq != number {
+        let expected = self.lines + 1;
+        if line.seq != expected {
             return Err(Break::Seq {
-                expected: number,
+                expected,
                 found: line.seq,
             });
         }
-        if line.prev != self.prev {
+        if Some(line.prev.as_str()) != last {
             return Err(Break::Prev {
-                previous: number - 1,
+                previous: self.lines,
             });
         }
         match line.event {
-            EventKind::Start => return Err(Break::UnexpectedStart),
+            EventKind::Start => return Err(Break::Follows),
             EventKind::Stop => {
                 if line.counts != Some(self.counts) {
                     return Err(Break::StopCounts {
@@ -276,6 +504,18 @@ impl Chain {
             }
             kind => self.counts.add(kind),
         }
+        self.lines = expected;
         Ok(())
+    }
+
+    fn verified(self, head: String) -> Verified {
+        Verified {
+            lines: self.lines,
+            run_id: self.run_id,
+            head,
+            complete: self.stopped,
+            counts: self.counts,
+            segments: self.segments,
+        }
     }
 }

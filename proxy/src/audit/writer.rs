@@ -1,9 +1,11 @@
 //! The one writer of a run's audit log: a cheap-to-clone handle in front of a dedicated
-//! thread that owns the file, assigns `seq` and `prev`, and flushes on a short interval.
+//! thread that owns the file, assigns `seq` and `prev`, flushes on a short interval and
+//! rotates the file into numbered segments.
 //!
-//! It must never block a caller on the disk, and never let a failed write go unnoticed.
+//! It must never block a caller on the disk, never let a failed write go unnoticed, and
+//! never truncate a log: a run appends its own chain after the runs already in the file.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::segments::{self, Rotation, Segment};
 use super::{
     AuditError, Counts, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, genesis,
     is_sha256_hex, is_valid_run_id, line_hash, sanitize_method, timestamp_now,
@@ -123,16 +126,19 @@ enum Msg {
 }
 
 impl AuditLog {
-    /// Creates (or truncates) the log at `path` with mode 0600, writes the `start` record
+    /// Opens the log at `path` (created with mode 0600, or appended to: a log already there
+    /// is kept, and this run's `start` follows its last line), writes the `start` record
     /// and flushes it before returning, then starts the writer thread.
     ///
     /// # Errors
     ///
     /// [`AuditError::InvalidRunId`] or [`AuditError::InvalidDigest`] for unusable
     /// arguments; [`AuditError::Open`] when the file cannot be created;
+    /// [`AuditError::NotAppendable`] when a file is there that is not a sluice log or
+    /// whose last line is cut short (it is left as it is);
     /// [`AuditError::Start`] when `start` cannot be written (a full disk).
     pub fn open(path: &Path, run_id: &str, start: StartInfo) -> Result<AuditLog, AuditError> {
-        AuditLog::open_inner(path, run_id, start, None)
+        AuditLog::open_with(path, run_id, start, None, Rotation::default())
     }
 
     /// [`AuditLog::open`], with a redaction applied to the host, path, location and
@@ -144,21 +150,49 @@ impl AuditLog {
         start: StartInfo,
         redactor: Redactor,
     ) -> Result<AuditLog, AuditError> {
-        AuditLog::open_inner(path, run_id, start, Some(redactor))
+        AuditLog::open_with(path, run_id, start, Some(redactor), Rotation::default())
     }
 
-    fn open_inner(
+    /// [`AuditLog::open`] with an optional redactor (see [`AuditLog::open_with_redactor`])
+    /// and rotation into numbered segments (see [`Rotation`]).
+    pub fn open_with(
         path: &Path,
         run_id: &str,
         start: StartInfo,
         redactor: Option<Redactor>,
+        rotation: Rotation,
     ) -> Result<AuditLog, AuditError> {
         check_start(run_id, &start)?;
-        let file = create_file(path).map_err(|source| AuditError::Open {
+        let opened = segments::open(path)?;
+        let mut segment = Segment {
             path: path.to_owned(),
-            source,
-        })?;
-        AuditLog::start_with_sink(Box::new(file), path, run_id, start, redactor)
+            rotation,
+            bytes: opened.len,
+            since: Instant::now(),
+            number: 1,
+        };
+        let mut follows = opened.last;
+        let mut file = opened.file;
+        if follows.is_some() && segment.due() {
+            // A log already past its bound: this run starts in a segment of its own.
+            file = segments::rotate(path).map_err(|source| AuditError::Open {
+                path: path.to_owned(),
+                source,
+            })?;
+            segment.bytes = 0;
+        }
+        if opened.len == 0 {
+            follows = None;
+        }
+        AuditLog::start_with_sink(
+            Box::new(file),
+            path,
+            run_id,
+            start,
+            redactor,
+            follows,
+            Some(segment),
+        )
     }
 
     /// Writes `start` to `sink`, flushes it and starts the writer thread over it.
@@ -168,6 +202,8 @@ impl AuditLog {
         run_id: &str,
         start: StartInfo,
         redactor: Option<Redactor>,
+        follows: Option<String>,
+        segment: Option<Segment>,
     ) -> Result<AuditLog, AuditError> {
         check_start(run_id, &start)?;
         let start_error = |source| AuditError::Start {
@@ -182,8 +218,10 @@ impl AuditLog {
             next_seq: 1,
             prev: genesis(run_id),
             counts: Counts::default(),
+            segment,
         };
         let mut line = Line::bare(EventKind::Start, timestamp_now(), run_id);
+        line.follows = follows;
         line.version = Some(env!("CARGO_PKG_VERSION").to_owned());
         line.policy_sha256 = Some(start.policy_sha256);
         line.ca_sha256 = Some(start.ca_sha256);
@@ -398,26 +436,6 @@ impl Sink for File {
     }
 }
 
-/// Creates or truncates the file, mode 0600 (a regular file already there is set to 0600).
-fn create_file(path: &Path) -> io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let file = options.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if file.metadata()?.is_file() {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    Ok(file)
-}
-
 fn check_start(run_id: &str, start: &StartInfo) -> Result<(), AuditError> {
     if !is_valid_run_id(run_id) {
         return Err(AuditError::InvalidRunId { len: run_id.len() });
@@ -445,11 +463,27 @@ struct Writer {
     next_seq: u64,
     prev: String,
     counts: Counts,
+    /// The file being written, when the log is a file (not a test sink).
+    segment: Option<Segment>,
 }
 
 impl Writer {
-    /// Stamps `seq`, `run_id` and `prev` on the line, writes it and advances the chain.
+    /// Stamps `seq`, `run_id` and `prev` on the line, writes it and advances the chain;
+    /// first rotates the file when the segment is full or old enough, so that every
+    /// segment ends with a whole line and the next begins with this one.
     fn write(&mut self, mut line: Line) -> io::Result<()> {
+        if let Some(segment) = self.segment.as_mut()
+            && segment.due()
+        {
+            self.out.flush()?;
+            self.out.get_mut().sync()?;
+            let file = segments::rotate(&segment.path)?;
+            self.out = BufWriter::with_capacity(WRITE_BUFFER, Box::new(file));
+            segment.bytes = 0;
+            segment.since = Instant::now();
+            segment.number += 1;
+            line.segment = Some(segment.number);
+        }
         line.seq = self.next_seq;
         line.run_id.clone_from(&self.run_id);
         line.prev.clone_from(&self.prev);
@@ -457,6 +491,9 @@ impl Writer {
         serde_json::to_writer(&mut self.line, &line).map_err(io::Error::other)?;
         self.out.write_all(&self.line)?;
         self.out.write_all(b"\n")?;
+        if let Some(segment) = self.segment.as_mut() {
+            segment.bytes += self.line.len() as u64 + 1;
+        }
         self.next_seq += 1;
         self.prev = line_hash(&self.line);
         self.counts.add(line.event);
@@ -542,5 +579,13 @@ pub(crate) fn open_with_sink(
     run_id: &str,
     start: StartInfo,
 ) -> Result<AuditLog, AuditError> {
-    AuditLog::start_with_sink(sink, Path::new("(test sink)"), run_id, start, None)
+    AuditLog::start_with_sink(
+        sink,
+        Path::new("(test sink)"),
+        run_id,
+        start,
+        None,
+        None,
+        None,
+    )
 }

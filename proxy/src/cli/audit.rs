@@ -1,42 +1,65 @@
-//! `sluice audit verify` and `sluice audit summary`: the reviewer's two commands over an
-//! audit log. They read the log and never write it.
+//! `sluice audit verify`, `sluice audit summary` and `sluice audit report`: the reviewer's
+//! commands over audit logs. They read the logs and never write them.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use sluice_proxy::audit;
 
-/// `sluice audit verify FILE`: one verdict line; exit 0 when the chain holds, 1 naming
-/// the first broken line and why (or when the file cannot be read).
+/// `sluice audit verify LOG...`: one verdict line per run and per log; exit 0 when every
+/// chain holds, 1 naming the first broken line (or the missing segment) of each broken
+/// log, or when a file cannot be read.
 pub(crate) fn verify(args: &super::AuditFileArgs) -> ExitCode {
-    match audit::verify(&args.file) {
-        Ok(verified) => {
-            let tail = if verified.complete {
+    let logs = match audit::verify_logs(&args.logs) {
+        Ok(logs) => logs,
+        Err(err) => {
+            eprintln!("broken: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut intact = true;
+    for log in &logs {
+        for run in &log.runs {
+            let tail = if run.complete {
                 ""
             } else {
                 ", but no stop record: the run is still going, ended abruptly, or the log's tail was cut"
             };
+            let segments = if run.segments > 1 {
+                format!(" in {} segments", run.segments)
+            } else {
+                String::new()
+            };
+            let verdict = if log.broken.is_some() {
+                "as far as the break"
+            } else {
+                "chain intact"
+            };
             println!(
-                "ok: {} events, run {}, chain intact, head sha256:{}{tail}",
-                verified.lines, verified.run_id, verified.head
+                "ok: {} events{segments}, run {}, {verdict}, head sha256:{}{tail}",
+                run.lines, run.run_id, run.head
             );
-            ExitCode::SUCCESS
         }
-        Err(err) => {
-            eprintln!("broken: {}: {err}", args.file.display());
-            ExitCode::FAILURE
+        if let Some(broken) = &log.broken {
+            intact = false;
+            eprintln!("broken: {broken}");
         }
+    }
+    if intact {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
-/// `sluice audit summary FILE [--json]`: the per-secret, per-host table (or JSON) of a
-/// log whose chain holds; exit 1 without a table when it does not.
+/// `sluice audit summary LOG... [--json]`: the per-secret, per-host table (or JSON) of logs
+/// whose chains hold; exit 1 without a table when one does not.
 pub(crate) fn summary(args: &super::AuditSummaryArgs) -> ExitCode {
-    let summary = match audit::summarize(&args.file) {
+    let summary = match audit::summarize(&args.logs) {
         Ok(summary) => summary,
         Err(err) => {
             eprintln!(
-                "sluice audit summary: {}: {err}; not summarised (run `sluice audit verify`)",
-                args.file.display()
+                "sluice audit summary: {err}; not summarised (run `sluice audit verify`, or `sluice audit report` for what the log holds up to the break)"
             );
             return ExitCode::FAILURE;
         }
@@ -53,4 +76,52 @@ pub(crate) fn summary(args: &super::AuditSummaryArgs) -> ExitCode {
         print!("{}", summary.to_table());
     }
     ExitCode::SUCCESS
+}
+
+/// `sluice audit report LOG... [-o FILE] [--json]`: the reviewers' page (or its
+/// aggregates as JSON). A broken chain is reported on the page, not refused: exit 0 when
+/// the page was written and every chain holds, 1 otherwise (the page is still written).
+pub(crate) fn report(args: &super::AuditReportArgs) -> ExitCode {
+    let report = match audit::report::build(&args.logs) {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("sluice audit report: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let text = if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(json) => json + "\n",
+            Err(err) => {
+                eprintln!("sluice audit report: cannot write JSON: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        match report.to_html() {
+            Ok(html) => html,
+            Err(err) => {
+                eprintln!("sluice audit report: cannot render the page: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    let written = match &args.output {
+        Some(path) => std::fs::write(path, text.as_bytes()),
+        None => std::io::stdout().lock().write_all(text.as_bytes()),
+    };
+    if let Err(err) = written {
+        let target = args
+            .output
+            .as_ref()
+            .map_or_else(|| "stdout".to_owned(), |p| p.display().to_string());
+        eprintln!("sluice audit report: cannot write {target}: {err}");
+        return ExitCode::FAILURE;
+    }
+    if report.intact() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("sluice audit report: a chain is broken; the page says where");
+        ExitCode::FAILURE
+    }
 }

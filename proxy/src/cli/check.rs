@@ -88,6 +88,11 @@ fn preview(file: &str, diagnostics: &Diagnostics, policy: &Policy) -> String {
             out.push('\n');
         }
     }
+    // The reviewer's link from an audit log's `start` record back to this file.
+    out.push_str(&format!(
+        "policy_sha256 (as the audit log records it, literals masked): {}\n",
+        policy.sha256_hex()
+    ));
     out
 }
 
@@ -132,7 +137,8 @@ fn or_none(text: &str) -> &str {
 /// Everything, as one JSON object: `file`, `ok`, `diagnostics` (each with `severity`,
 /// `line`, `column`, `path`, `message`, `help`), and for a valid declaration `secrets`
 /// (each with `name`, `grants`, `sinks`, `hosts`, `in`, `header`, `source`) and
-/// `reachable` (`allow`, `verbatim`, `passthrough`).
+/// `reachable` (`allow`, `verbatim`, `passthrough`) and `policy_sha256` (the fingerprint the
+/// audit log records).
 fn as_json(file: &str, diagnostics: &Diagnostics, policy: Option<&Policy>) -> Value {
     let diagnostic = |d: &Diagnostic| {
         json!({
@@ -177,6 +183,7 @@ fn as_json(file: &str, diagnostics: &Diagnostics, policy: Option<&Policy>) -> Va
         })
         .collect();
     out["secrets"] = Value::Array(secrets);
+    out["policy_sha256"] = json!(policy.sha256_hex());
     out["reachable"] = json!({
         "allow": names(policy.allow()),
         "verbatim": names(policy.verbatim()),

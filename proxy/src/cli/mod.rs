@@ -307,10 +307,14 @@ pub(crate) struct RedactArgs {
 
 #[derive(Debug, Subcommand)]
 enum AuditCommand {
-    /// Check the log's hash chain: exit 0 when it holds, 1 naming the first broken line.
+    /// Check the logs' hash chains (every run, every segment): exit 0 when they hold, 1
+    /// naming the first broken line or the missing segment.
     Verify(AuditFileArgs),
     /// Table what was swapped, refused and redacted, per secret and host.
     Summary(AuditSummaryArgs),
+    /// Write the reviewers' report: one self-contained HTML page (or JSON) of what the
+    /// logs hold, their verdict first.
+    Report(AuditReportArgs),
 }
 
 /// Arguments of `sluice completions`.
@@ -324,16 +328,33 @@ pub(crate) struct CompletionsArgs {
 /// Arguments of `sluice audit verify`.
 #[derive(Debug, Args)]
 pub(crate) struct AuditFileArgs {
-    /// The audit log (JSON Lines).
-    pub(crate) file: PathBuf,
+    /// The audit logs (JSON Lines): files, rotated segments in any order, or directories
+    /// (their `*.jsonl` and `*.jsonl.N` files).
+    #[arg(required = true, value_name = "LOG")]
+    pub(crate) logs: Vec<PathBuf>,
 }
 
 /// Arguments of `sluice audit summary`.
 #[derive(Debug, Args)]
 pub(crate) struct AuditSummaryArgs {
-    /// The audit log (JSON Lines).
-    pub(crate) file: PathBuf,
+    /// The audit logs, as `sluice audit verify` takes them.
+    #[arg(required = true, value_name = "LOG")]
+    pub(crate) logs: Vec<PathBuf>,
     /// Print the summary as JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Arguments of `sluice audit report`.
+#[derive(Debug, Args)]
+pub(crate) struct AuditReportArgs {
+    /// The audit logs, as `sluice audit verify` takes them.
+    #[arg(required = true, value_name = "LOG")]
+    pub(crate) logs: Vec<PathBuf>,
+    /// Where to write the page (or the JSON); stdout when absent.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    /// Write the report's aggregates as JSON instead of HTML, for dashboards.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -348,6 +369,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Redact(args) => redact::run(&args),
         Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args),
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
+        Command::Audit(AuditCommand::Report(args)) => audit::report(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Completions(args) => {
             let mut command = public_command();

@@ -272,7 +272,7 @@ impl Stage {
             }
             Err(e) => problems.push(format!("the chain does not verify: {e}")),
         }
-        match audit::summarize(audit_path) {
+        match audit::summarize(&[audit_path.to_owned()]) {
             Ok(summary) => {
                 say.line("Summary (sluice audit summary):")?;
                 say.block(&summary.to_table())?;

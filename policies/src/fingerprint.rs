@@ -1,0 +1,153 @@
+//! The declaration's fingerprint for the audit log: the SHA-256 of its text with every
+//! literal `value:` masked, so that the `start` and `reload` records name the declaration
+//! in force without letting anyone guess a short literal back from the hash.
+//!
+//! It must never hash a literal's bytes: when the position of a literal cannot be known
+//! exactly, there is no fingerprint rather than a guessable one.
+//!
+//! # Example
+//!
+//! ```
+//! let a = "secrets:\n  t:\n    value: \"hunter2-hunter2\"\n    hosts: [api.example]\n";
+//! let b = "secrets:\n  t:\n    value: \"other-value-here\"\n    hosts: [api.example]\n";
+//! let c = "secrets:\n  t:\n    value: \"hunter2-hunter2\"\n    hosts: [api2.example]\n";
+//! let fa = sluice_policies::fingerprint(a).unwrap();
+//! assert_eq!(fa, sluice_policies::fingerprint(b).unwrap()); // only the literal differs
+//! assert_ne!(fa, sluice_policies::fingerprint(c).unwrap()); // a grant differs
+//! ```
+
+use sha2::{Digest, Sha256};
+
+use crate::raw::RawDeclaration;
+
+/// What stands in the hashed text where a literal value was.
+const MASK: &str = "\u{0}sluice-masked-value\u{0}";
+
+/// Lowercase hex SHA-256 of `source` with each literal `value:` scalar replaced by a fixed
+/// mask; `None` when the text does not parse as a declaration (then no literal can be
+/// located, and nothing is hashed).
+pub fn fingerprint(source: &str) -> Option<String> {
+    let raw: RawDeclaration = serde_saphyr::from_str(source).ok()?;
+    masked_sha256(source, &raw)
+}
+
+/// [`fingerprint`] of a declaration already parsed from `source`.
+pub(crate) fn masked_sha256(source: &str, raw: &RawDeclaration) -> Option<String> {
+    let mut spans = Vec::new();
+    if let Some(secrets) = &raw.secrets {
+        for (_, secret) in &secrets.value.0 {
+            if let Some(value) = &secret.value.value {
+                let span = value.referenced.span();
+                let start = usize::try_from(span.byte_offset()?).ok()?;
+                let len = usize::try_from(span.byte_len()?).ok()?;
+                spans.push((start, start.checked_add(len)?));
+            }
+        }
+    }
+    spans.sort_unstable();
+    let mut masked = String::with_capacity(source.len());
+    let mut at = 0;
+    for (start, end) in spans {
+        // Overlapping, inverted or out-of-bounds spans mean the positions are not what
+        // this code assumes: no fingerprint rather than one over a literal's bytes.
+        if start < at || end > source.len() || end <= start {
+            return None;
+        }
+        masked.push_str(source.get(at..start)?);
+        masked.push_str(MASK);
+        at = end;
+    }
+    masked.push_str(source.get(at..)?);
+    Some(hex::encode(Sha256::digest(masked.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LITERAL: &str = "Zq8r2LmXv9TpW4nKc7Hs";
+
+    /// The text that is hashed, rebuilt here to show that no literal byte is in it.
+    fn masked_text(source: &str) -> String {
+        let raw: RawDeclaration = serde_saphyr::from_str(source).unwrap();
+        let secrets = raw.secrets.unwrap();
+        let (_, secret) = &secrets.value.0[0];
+        let span = secret.value.value.as_ref().unwrap().referenced.span();
+        let start = span.byte_offset().unwrap() as usize;
+        let end = start + span.byte_len().unwrap() as usize;
+        format!("{}{MASK}{}", &source[..start], &source[end..])
+    }
+
+    fn declaration(value_yaml: &str) -> String {
+        format!("version: 1\nsecrets:\n  t:\n    value: {value_yaml}\n    hosts: [api.example]\n")
+    }
+
+    #[test]
+    fn every_scalar_style_is_masked_whole() {
+        let styles = [
+            LITERAL.to_owned(),
+            format!("'{LITERAL}'"),
+            format!("\"{LITERAL}\""),
+            format!("\"{}\\x41\"", &LITERAL[..10]),
+            format!("|\n      {LITERAL}\n      {LITERAL}"),
+            format!(">-\n      {LITERAL}\n      {LITERAL}"),
+            format!("\"{}\n      {}\"", &LITERAL[..10], &LITERAL[10..]),
+        ];
+        for style in styles {
+            let source = declaration(&style);
+            let masked = masked_text(&source);
+            assert!(
+                !masked.contains(&LITERAL[..8]) && !masked.contains(&LITERAL[10..]),
+                "literal left in {masked:?}"
+            );
+            assert!(masked.contains("hosts: [api.example]"), "{masked:?}");
+            assert_eq!(
+                fingerprint(&source),
+                Some(hex::encode(Sha256::digest(masked.as_bytes())))
+            );
+        }
+    }
+
+    #[test]
+    fn json_declarations_are_masked_too() {
+        let source = format!(
+            r#"{{"version": 1, "secrets": {{"t": {{"value": "{LITERAL}", "hosts": ["api.example"]}}}}}}"#
+        );
+        let masked = masked_text(&source);
+        assert!(!masked.contains(&LITERAL[..8]), "{masked:?}");
+        assert!(fingerprint(&source).is_some());
+    }
+
+    #[test]
+    fn the_literal_cannot_be_guessed_from_the_fingerprint() {
+        // Two declarations that differ only in a literal share a fingerprint.
+        let a = fingerprint(&declaration("\"short-aaaa\"")).unwrap();
+        let b = fingerprint(&declaration("\"short-bbbb\"")).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(
+            a,
+            hex::encode(Sha256::digest(declaration("\"short-aaaa\"")))
+        );
+        // Everything else counts.
+        let c = fingerprint(&declaration("\"short-aaaa\"").replace("api.example", "api.other"));
+        assert_ne!(Some(a), c);
+    }
+
+    #[test]
+    fn declarations_without_literals_hash_as_written() {
+        let source = "version: 1\nsecrets:\n  t:\n    from: { env: T }\n    hosts: [api.example]\n";
+        assert_eq!(
+            fingerprint(source),
+            Some(hex::encode(Sha256::digest(source.as_bytes())))
+        );
+    }
+
+    #[test]
+    fn text_that_does_not_parse_has_no_fingerprint() {
+        assert_eq!(fingerprint("secrets: [unclosed"), None);
+        assert_eq!(
+            fingerprint("secrets:\n  t:\n    value: x\n    bogus: 1\n"),
+            None
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! Which files make up which log: paths expanded (a directory gives its `*.jsonl` and
+//! `*.jsonl.N` files), then put in chain order by what their lines say: a file whose first
+//! line continues a run (`segment`) or appends a run (`follows`) comes after the file whose
+//! last line it names.
+//!
+//! It never trusts a file's name for its place: names only break ties when nothing else
+//! can (which then fails verification, naming the file).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use super::verify::ChainError;
+use super::{Line, line_hash};
+
+/// The files of one log, first to last.
+#[derive(Debug)]
+pub(crate) struct Chained {
+    pub(crate) files: Vec<PathBuf>,
+}
+
+/// Longest first or last line read to order files; longer lines (no sluice record is)
+/// leave the file unordered, and verification then names it.
+const MAX_LINE: u64 = 1 << 20;
+
+/// Expands `paths` and groups the files into logs, each in chain order; logs keep the
+/// order in which their first files were given.
+pub(crate) fn chain(paths: &[PathBuf]) -> Result<Vec<Chained>, ChainError> {
+    let files = expand(paths)?;
+    let mut ends = Vec::with_capacity(files.len());
+    for path in &files {
+        ends.push(Ends::read(path).map_err(|source| ChainError::Read {
+            path: path.clone(),
+            source,
+        })?);
+    }
+    // Each file's last line → the file; the first file to claim a hash keeps it.
+    let mut by_last: HashMap<&str, usize> = HashMap::new();
+    for (i, end) in ends.iter().enumerate() {
+        if let Some(last) = &end.last {
+            by_last.entry(last.as_str()).or_insert(i);
+        }
+    }
+    let mut next: Vec<Option<usize>> = vec![None; files.len()];
+    let mut has_previous = vec![false; files.len()];
+    for (i, end) in ends.iter().enumerate() {
+        let Some(link) = &end.link else { continue };
+        if let Some(&before) = by_last.get(link.as_str())
+            && before != i
+            && next[before].is_none()
+        {
+            next[before] = Some(i);
+            has_previous[i] = true;
+        }
+    }
+    let mut placed = vec![false; files.len()];
+    let mut logs = Vec::new();
+    for root in (0..files.len()).filter(|&i| !has_previous[i]) {
+        let mut log = Vec::new();
+        let mut at = Some(root);
+        while let Some(i) = at.filter(|&i| !placed[i]) {
+            placed[i] = true;
+            log.push(files[i].clone());
+            at = next[i];
+        }
+        logs.push(Chained { files: log });
+    }
+    // Files in a cycle (only a forged log could link so) are logs of their own, which
+    // then fail at line 1.
+    for (i, file) in files.iter().enumerate() {
+        if !placed[i] {
+            logs.push(Chained {
+                files: vec![file.clone()],
+            });
+        }
+    }
+    Ok(logs)
+}
+
+/// Files given, and each directory's log files sorted by name; each file once.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ChainError> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for path in paths {
+        let read_error = |source| ChainError::Read {
+            path: path.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(read_error)?;
+        let found = if meta.is_dir() {
+            let mut found = Vec::new();
+            for entry in std::fs::read_dir(path).map_err(read_error)? {
+                let entry = entry.map_err(read_error)?;
+                let name = entry.file_name();
+                if is_log_name(&name.to_string_lossy())
+                    && entry.file_type().map_err(read_error)?.is_file()
+                {
+                    found.push(entry.path());
+                }
+            }
+            if found.is_empty() {
+                return Err(read_error(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the directory holds no audit log (*.jsonl, *.jsonl.N)",
+                )));
+            }
+            found.sort_by_key(|p| segment_sort_key(p));
+            found
+        } else {
+            vec![path.clone()]
+        };
+        for file in found {
+            let key = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+            if seen.insert(key) {
+                out.push(file);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `audit.jsonl`, `audit.jsonl.7`.
+fn is_log_name(name: &str) -> bool {
+    match name.rsplit_once(".jsonl") {
+        Some((stem, "")) => !stem.is_empty(),
+        Some((stem, rest)) => {
+            !stem.is_empty()
+                && rest
+                    .strip_prefix('.')
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        }
+        None => false,
+    }
+}
+
+/// Rotated segments by number, the active file (no number) last.
+fn segment_sort_key(path: &Path) -> (String, u64) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match name.rsplit_once(".jsonl.") {
+        Some((stem, n)) => (format!("{stem}.jsonl"), n.parse().unwrap_or(u64::MAX - 1)),
+        None => (name, u64::MAX),
+    }
+}
+
+/// What orders a file: the hash its first line links to, and its last line's hash.
+struct Ends {
+    /// A continuation's `prev`, or an appended `start`'s `follows`.
+    link: Option<String>,
+    last: Option<String>,
+}
+
+impl Ends {
+    fn read(path: &Path) -> io::Result<Ends> {
+        let mut file = File::open(path)?;
+        let mut first = Vec::new();
+        BufReader::new(&mut file)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut first)?;
+        let link = first
+            .strip_suffix(b"\n")
+            .and_then(|bytes| serde_json::from_slice::<Line>(bytes).ok())
+            .and_then(|line| {
+                if line.segment.is_some() {
+                    Some(line.prev)
+                } else {
+                    line.follows
+                }
+            });
+        Ok(Ends {
+            link,
+            last: last_line(&mut file)?.map(|line| line_hash(&line)),
+        })
+    }
+}
+
+/// The file's last complete line (without its newline), if it ends with one and the line
+/// is at most [`MAX_LINE`] bytes.
+pub(crate) fn last_line(file: &mut File) -> io::Result<Option<Vec<u8>>> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut window = 4096u64.min(len);
+    loop {
+        file.seek(SeekFrom::Start(len - window))?;
+        let mut tail = Vec::with_capacity(usize::try_from(window).unwrap_or(0));
+        (&mut *file).take(window).read_to_end(&mut tail)?;
+        let Some(body) = tail.strip_suffix(b"\n") else {
+            return Ok(None);
+        };
+        if let Some(at) = body.iter().rposition(|&b| b == b'\n') {
+            return Ok(Some(body[at + 1..].to_vec()));
+        }
+        if window == len {
+            return Ok(Some(body.to_vec()));
+        }
+        if window > MAX_LINE {
+            return Ok(None);
+        }
+        window = (window * 4).min(len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_names_are_the_file_and_its_numbered_segments() {
+        for name in ["audit.jsonl", "audit.jsonl.1", "a.jsonl.20"] {
+            assert!(is_log_name(name), "{name}");
+        }
+        for name in [
+            ".jsonl",
+            "audit.jsonl.",
+            "audit.jsonl.x",
+            "ca.pem",
+            "audit.json",
+        ] {
+            assert!(!is_log_name(name), "{name}");
+        }
+        let mut names = ["a.jsonl", "a.jsonl.10", "a.jsonl.2", "a.jsonl.1"].map(PathBuf::from);
+        names.sort_by_key(|p| segment_sort_key(p));
+        assert_eq!(
+            names.map(|p| p.display().to_string()),
+            ["a.jsonl.1", "a.jsonl.2", "a.jsonl.10", "a.jsonl"]
+        );
+    }
+
+    #[test]
+    fn the_last_line_is_found_whatever_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, want) in [
+            ("", None),
+            ("no newline", None),
+            ("one\n", Some("one".to_owned())),
+            ("a\nb\n", Some("b".to_owned())),
+            ("cut\nshort", None),
+        ] {
+            let path = dir.path().join("f");
+            std::fs::write(&path, text).unwrap();
+            let got = last_line(&mut File::open(&path).unwrap()).unwrap();
+            assert_eq!(got.map(|b| String::from_utf8(b).unwrap()), want, "{text:?}");
+        }
+        let long = "x".repeat(100_000);
+        let path = dir.path().join("long");
+        std::fs::write(&path, format!("first\n{long}\n")).unwrap();
+        let got = last_line(&mut File::open(&path).unwrap()).unwrap().unwrap();
+        assert_eq!(got.len(), long.len());
+    }
+}

@@ -1,0 +1,374 @@
+//! The log's files on disk: opening a log to append to it (never truncating one), and
+//! rotating the file being written into a numbered segment.
+//!
+//! A log at `PATH` is written at `PATH`; when it rotates, `PATH` is renamed to `PATH.N`
+//! (`N` one more than the highest segment number beside it, so numbers only grow) and a new
+//! `PATH` begins, its first line chaining to the renamed file's last. What it must never
+//! do: overwrite or truncate a file, or rotate between the bytes of one line.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::files::last_line;
+use super::{AuditError, Line, line_hash};
+
+/// When the file being written is rotated into a segment: after it holds `max_bytes`, or
+/// has been written for `max_age` (checked as each line is written). The default never
+/// rotates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rotation {
+    /// Rotate once the file holds at least this many bytes.
+    pub max_bytes: Option<u64>,
+    /// Rotate once the file has been written for this long.
+    pub max_age: Option<Duration>,
+}
+
+/// The smallest `max_bytes` accepted: a segment holds at least a few lines.
+pub const MIN_SEGMENT_BYTES: u64 = 4096;
+
+/// The file the writer thread is writing, and when it is due to rotate.
+pub(crate) struct Segment {
+    pub(crate) path: PathBuf,
+    pub(crate) rotation: Rotation,
+    /// Bytes in the file (appended-to logs count what was there).
+    pub(crate) bytes: u64,
+    pub(crate) since: Instant,
+    /// The run's segment number for this file, from 1.
+    pub(crate) number: u64,
+}
+
+impl Segment {
+    /// Whether the next line goes into a new segment.
+    pub(crate) fn due(&self) -> bool {
+        self.rotation.max_bytes.is_some_and(|max| self.bytes >= max)
+            || self
+                .rotation
+                .max_age
+                .is_some_and(|age| self.since.elapsed() >= age)
+    }
+}
+
+/// A log file opened for appending.
+pub(crate) struct Opened {
+    pub(crate) file: File,
+    /// Bytes already in it.
+    pub(crate) len: u64,
+    /// SHA-256 of its last line, when it holds one: the new run's `follows`.
+    pub(crate) last: Option<String>,
+}
+
+/// Opens (or creates, mode 0600) the log at `path` for appending. A regular file that is
+/// not empty must end with a whole audit record; anything else is refused and left as it
+/// is. Devices and pipes are written as they are.
+pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
+    let open_error = |source| AuditError::Open {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = open_options().open(path).map_err(open_error)?;
+    let meta = file.metadata().map_err(open_error)?;
+    if !meta.is_file() || meta.len() == 0 {
+        if meta.is_file() {
+            set_private(&file).map_err(open_error)?;
+        }
+        return Ok(Opened {
+            file,
+            len: 0,
+            last: None,
+        });
+    }
+    let refuse = |why: &str| AuditError::NotAppendable {
+        path: path.to_owned(),
+        why: why.to_owned(),
+    };
+    let Some(last) = last_line(&mut file).map_err(open_error)? else {
+        return Err(refuse(
+            "its last line is cut short (no newline) or longer than any audit record",
+        ));
+    };
+    if serde_json::from_slice::<Line>(&last).is_err() {
+        return Err(refuse("its last line is not a sluice audit record"));
+    }
+    set_private(&file).map_err(open_error)?;
+    Ok(Opened {
+        file,
+        len: meta.len(),
+        last: Some(line_hash(&last)),
+    })
+}
+
+/// Renames the log at `path` to its next numbered segment and creates a new, empty log at
+/// `path` (which must not exist by then: nothing is overwritten).
+pub(crate) fn rotate(path: &Path) -> io::Result<File> {
+    let next = next_number(path)?;
+    let mut segment = path.as_os_str().to_owned();
+    segment.push(format!(".{next}"));
+    let segment = PathBuf::from(segment);
+    if segment.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("segment {} already exists", segment.display()),
+        ));
+    }
+    std::fs::rename(path, &segment)?;
+    let mut options = open_options();
+    options.create_new(true);
+    let file = options.open(path)?;
+    // The new name must be on disk before lines are written after it.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(file)
+}
+
+/// One more than the highest `N` of the `PATH.N` files beside `path` (1 when none).
+fn next_number(path: &Path) -> io::Result<u64> {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Err(io::Error::other("the audit log path has no file name"));
+    };
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => dir.to_owned(),
+        None => PathBuf::from("."),
+    };
+    let prefix = format!("{name}.");
+    let mut highest = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let entry_name = entry.file_name();
+        if let Some(n) = entry_name
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            highest = highest.max(n);
+        }
+    }
+    Ok(highest + 1)
+}
+
+fn open_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true).append(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+}
+
+/// A log is the run's record: only its owner reads it.
+fn set_private(file: &File) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::audit::{
+        AuditLog, Break, ChainError, Event, EventKind, StartInfo, verify, verify_logs,
+    };
+
+    fn start() -> StartInfo {
+        StartInfo {
+            policy_sha256: "ab".repeat(32),
+            ca_sha256: "cd".repeat(32),
+            withheld: Vec::new(),
+        }
+    }
+
+    fn run(path: &Path, run_id: &str, events: usize, rotation: Rotation) {
+        let log = AuditLog::open_with(path, run_id, start(), None, rotation).unwrap();
+        for i in 0..events {
+            log.record(
+                Event::new(EventKind::Swap)
+                    .secret("github_token")
+                    .host("api.github.com")
+                    .path(format!("/repos/acme/app/issues/{i}")),
+            )
+            .unwrap();
+        }
+        log.close().unwrap();
+    }
+
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        files
+    }
+
+    fn broken(result: Result<crate::audit::Verified, ChainError>) -> (u64, Break) {
+        match result {
+            Err(ChainError::Broken { line, why, .. }) => (line, why),
+            other => panic!("expected a break, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_second_run_appends_its_chain_after_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        run(&path, "run-a", 2, Rotation::default());
+        run(&path, "run-b", 3, Rotation::default());
+        let logs = verify_logs(std::slice::from_ref(&path)).unwrap();
+        assert_eq!(logs.len(), 1);
+        let log = &logs[0];
+        assert!(log.broken.is_none(), "{:?}", log.broken);
+        let runs: Vec<(&str, u64, bool)> = log
+            .runs
+            .iter()
+            .map(|r| (r.run_id.as_str(), r.lines, r.complete))
+            .collect();
+        assert_eq!(runs, [("run-a", 4, true), ("run-b", 5, true)]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let follows: serde_json::Value = serde_json::from_str(lines[4]).unwrap();
+        assert_eq!(follows["follows"], line_hash(lines[3].as_bytes()));
+
+        // A run dropped from the top: the file begins with a run appended to nothing here.
+        let cut = dir.path().join("cut.jsonl");
+        std::fs::write(&cut, lines[4..].join("\n") + "\n").unwrap();
+        assert!(matches!(
+            broken(verify(&cut)),
+            (1, Break::MissingBefore { .. })
+        ));
+        // The first run's stop dropped: the second start no longer follows the line before.
+        let mut dropped = lines.clone();
+        dropped.remove(3);
+        std::fs::write(&cut, dropped.join("\n") + "\n").unwrap();
+        assert_eq!(broken(verify(&cut)), (4, Break::Follows));
+    }
+
+    #[test]
+    fn a_run_that_died_is_followed_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        {
+            let log = AuditLog::open(&path, "run-a", start()).unwrap();
+            log.record(Event::new(EventKind::Deny).host("evil.example"))
+                .unwrap();
+            drop(log); // no stop: the run died
+        }
+        run(&path, "run-b", 1, Rotation::default());
+        let logs = verify_logs(&[path]).unwrap();
+        assert!(logs[0].broken.is_none());
+        assert_eq!(
+            logs[0].runs.iter().map(|r| r.complete).collect::<Vec<_>>(),
+            [false, true]
+        );
+    }
+
+    #[test]
+    fn rotation_spreads_one_chain_over_numbered_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let rotation = Rotation {
+            max_bytes: Some(MIN_SEGMENT_BYTES),
+            max_age: None,
+        };
+        run(&path, "run-a", 120, rotation);
+        let segments = files(dir.path());
+        assert!(segments.len() >= 4, "{segments:?}");
+        assert!(segments.contains(&dir.path().join("audit.jsonl.1")));
+        for file in &segments {
+            let len = std::fs::metadata(file).unwrap().len();
+            assert!(
+                len < MIN_SEGMENT_BYTES + 512,
+                "{} is {len} bytes",
+                file.display()
+            );
+        }
+        // The directory, or the files in any order: one log, one run, every event once.
+        let mut shuffled = segments.clone();
+        shuffled.reverse();
+        for given in [vec![dir.path().to_owned()], shuffled] {
+            let logs = verify_logs(&given).unwrap();
+            assert_eq!(logs.len(), 1, "{logs:?}");
+            assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
+            let run = &logs[0].runs[0];
+            assert_eq!((run.lines, run.counts.swap), (122, 120));
+            assert_eq!(run.segments, segments.len() as u64);
+            assert!(run.complete);
+        }
+        // A later segment alone says what is missing.
+        assert!(matches!(
+            broken(verify(&path)),
+            (1, Break::MissingBefore { .. })
+        ));
+        // A deleted middle segment is named.
+        std::fs::remove_file(dir.path().join("audit.jsonl.2")).unwrap();
+        let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
+        let why = logs
+            .iter()
+            .find_map(|log| log.broken.as_ref())
+            .expect("a break")
+            .to_string();
+        assert!(
+            why.contains("segment 2 of run \"run-a\" is missing"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_run_appended_to_a_full_log_starts_a_segment_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        run(&path, "run-a", 60, Rotation::default());
+        let rotation = Rotation {
+            max_bytes: Some(MIN_SEGMENT_BYTES),
+            max_age: None,
+        };
+        run(&path, "run-b", 1, rotation);
+        assert_eq!(
+            files(dir.path()),
+            [path.clone(), dir.path().join("audit.jsonl.1")]
+        );
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            first
+                .lines()
+                .next()
+                .unwrap()
+                .contains("\"run_id\":\"run-b\"")
+        );
+        let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
+        assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
+        assert_eq!(logs[0].runs.len(), 2);
+    }
+
+    #[test]
+    fn age_rotates_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let rotation = Rotation {
+            max_bytes: None,
+            max_age: Some(Duration::from_millis(20)),
+        };
+        let log = AuditLog::open_with(&path, "run-a", start(), None, rotation).unwrap();
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(40));
+            log.record(Event::new(EventKind::Deny).host("evil.example"))
+                .unwrap();
+        }
+        log.close().unwrap();
+        // At least one rotation (how many depends on when the writer thread ran).
+        let written = files(dir.path());
+        assert!(written.len() >= 2, "{written:?}");
+        let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
+        assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
+        assert_eq!(logs[0].runs[0].segments, written.len() as u64);
+        assert_eq!(logs[0].runs[0].counts.deny, 3);
+    }
+}
