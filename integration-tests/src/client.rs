@@ -122,13 +122,22 @@ pub async fn connect(
     authority: &str,
     proxy_auth: Option<&str>,
 ) -> Result<TcpStream, ConnectRefused> {
-    let mut tcp = TcpStream::connect(proxy).await.expect("connect to proxy");
+    // A proxy that is gone (stopped mid-load) is a refusal too, with no head.
+    let mut tcp = TcpStream::connect(proxy)
+        .await
+        .map_err(|e| ConnectRefused {
+            head: format!("(no connection to the proxy: {e})"),
+        })?;
     let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
     if let Some(auth) = proxy_auth {
         head.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
     }
     head.push_str("\r\n");
-    tcp.write_all(head.as_bytes()).await.expect("write CONNECT");
+    tcp.write_all(head.as_bytes())
+        .await
+        .map_err(|e| ConnectRefused {
+            head: format!("(CONNECT not sent: {e})"),
+        })?;
     let mut received = Vec::new();
     let mut byte = [0u8; 1];
     while !received.ends_with(b"\r\n\r\n") {

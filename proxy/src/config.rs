@@ -78,8 +78,10 @@ pub struct ProxyConfig {
     pub watch_files: bool,
     /// Where to listen (`127.0.0.1:0` picks a free port).
     pub listen: SocketAddr,
-    /// Where the audit log goes.
+    /// Where the audit log goes (appended to when it exists).
     pub audit_log: PathBuf,
+    /// When the audit log rotates into numbered segments (never, by default).
+    pub audit_rotation: crate::audit::Rotation,
     /// Extra roots for verifying upstreams (`--upstream-ca`).
     pub upstream_ca: Vec<PathBuf>,
     /// Host pins (`--resolve HOST=IP`).
@@ -121,6 +123,7 @@ impl ProxyConfig {
             watch_files: true,
             listen,
             audit_log,
+            audit_rotation: crate::audit::Rotation::default(),
             upstream_ca: Vec::new(),
             resolve: Vec::new(),
             limits: Limits::default(),

@@ -163,7 +163,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         Arc::new(move |text: String| live.current().guard.redact_string(text))
             as crate::audit::Redactor
     };
-    let audit = AuditLog::open_with_redactor(
+    let audit = AuditLog::open_with(
         &config.audit_log,
         &run_id,
         StartInfo {
@@ -171,7 +171,8 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
             ca_sha256: ca.fingerprint_sha256(),
             withheld: config.withheld_env,
         },
-        redactor,
+        Some(redactor),
+        config.audit_rotation,
     )?;
     let mut pins = HashMap::new();
     for (host, ip) in config.resolve {

@@ -171,6 +171,29 @@ pub(crate) struct ProxyArgs {
     pub(crate) log_format: LogFormat,
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
+}
+
+/// When the audit log rotates into numbered segments (docs/audit-log.md, Rotation).
+#[derive(Debug, Args)]
+pub(crate) struct RotationArgs {
+    /// Rotate the audit log into a numbered segment (FILE.1, FILE.2, ...) once it holds
+    /// this many bytes (at least 4096); each segment's first line chains to the last.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(sluice_proxy::audit::MIN_SEGMENT_BYTES..))]
+    pub(crate) audit_max_bytes: Option<u64>,
+    /// Rotate the audit log once its file has been written for this long (e.g. 1h, 1d).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub(crate) audit_max_age: Option<Duration>,
+}
+
+impl RotationArgs {
+    pub(crate) fn rotation(&self) -> sluice_proxy::audit::Rotation {
+        sluice_proxy::audit::Rotation {
+            max_bytes: self.audit_max_bytes,
+            max_age: self.audit_max_age,
+        }
+    }
 }
 
 /// How log lines are written (`--log-format`).

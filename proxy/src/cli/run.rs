@@ -18,6 +18,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             .audit_log
             .clone()
             .unwrap_or_else(|| "sluice-audit.jsonl".into()),
+        audit_rotation: args.proxy.rotation.rotation(),
         upstream_ca: args.proxy.upstream_ca.clone(),
         resolve: args.proxy.pins(),
         pass_env: args.pass_env.clone(),

@@ -35,6 +35,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
         .clone()
         .unwrap_or_else(|| args.run_dir.join("audit.jsonl"));
     let mut config = ProxyConfig::new(policy, args.listen, audit_log);
+    config.audit_rotation = args.proxy.rotation.rotation();
     config.upstream_ca = args.proxy.upstream_ca.clone();
     config.workers = default_workers();
     config.resolve = args.proxy.pins();

@@ -55,6 +55,8 @@ pub(crate) struct LaunchConfig {
     pub command: Vec<OsString>,
     /// Where the audit log goes.
     pub audit_log: PathBuf,
+    /// When it rotates (`--audit-max-bytes`, `--audit-max-age`).
+    pub audit_rotation: sluice_proxy::audit::Rotation,
     /// Extra upstream roots (`--upstream-ca`).
     pub upstream_ca: Vec<PathBuf>,
     /// Host pins (`--resolve`).
@@ -165,6 +167,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         .iter()
         .map(|(name, _)| name.to_string_lossy().into_owned())
         .collect();
+    proxy_config.audit_rotation = config.audit_rotation;
     proxy_config.upstream_ca = config.upstream_ca;
     proxy_config.workers = sluice_proxy::default_workers();
     proxy_config.resolve = config.resolve;

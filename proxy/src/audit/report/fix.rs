@@ -11,13 +11,20 @@ pub(super) fn for_refusal(
     location: Option<&str>,
 ) -> String {
     let secret = secret.unwrap_or("SECRET");
-    let host = host.unwrap_or("HOST");
-    let place = location.unwrap_or("the place it was found");
+    let host = host.map_or("HOST", without_port);
+    let place = match location {
+        Some(header) if header.starts_with("header:") => format!(
+            "header in its in: (and {} in its header:)",
+            &header["header:".len()..]
+        ),
+        Some(other) => format!("{other} in its in:"),
+        None => "the place it was found in its in:".to_owned(),
+    };
     // Reasons are codes, some followed by `: detail`.
     let code = reason.split(':').next().unwrap_or(reason).trim();
     match code {
         "placeholder-not-granted" => format!(
-            "if {secret} is meant for {host}: list {host} in secrets.{secret}.hosts and {place} in its in: (or header:); otherwise the sandbox sent a placeholder where it should not"
+            "if {secret} is meant for {host}: list {host} in secrets.{secret}.hosts, and {place}; otherwise the sandbox sent a placeholder where it should not"
         ),
         "secret-value-refused" => format!(
             "a real value of {secret} was sent toward {host}, which it is not granted: the sandbox holds the value (it should hold only the placeholder); find where it came from"
@@ -45,6 +52,20 @@ pub(super) fn for_refusal(
     }
 }
 
+/// `api.example:8443` → `api.example` (grants name hosts, not ports); `[::1]:443` → `[::1]`.
+fn without_port(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((name, port))
+            if !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && (!name.contains(':') || name.ends_with(']')) =>
+        {
+            name
+        }
+        _ => host,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,8 +83,26 @@ mod tests {
             "{fix}"
         );
         assert!(fix.contains("body in its in:"), "{fix}");
+        let fix = for_refusal(
+            "placeholder-not-granted",
+            Some("t"),
+            Some("h"),
+            Some("header:x-api-key"),
+        );
+        assert!(
+            fix.contains("header in its in: (and x-api-key in its header:)"),
+            "{fix}"
+        );
         let fix = for_refusal("host-not-allowed: x", None, Some("evil.example"), None);
         assert!(fix.contains("add evil.example to egress.allow"), "{fix}");
         assert!(for_refusal("something-new", None, None, None).contains("no fix is known"));
+        for (host, name) in [
+            ("api.example:8443", "api.example"),
+            ("[::1]:443", "[::1]"),
+            ("::1", "::1"),
+            ("api.example", "api.example"),
+        ] {
+            assert_eq!(without_port(host), name);
+        }
     }
 }

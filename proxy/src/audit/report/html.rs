@@ -45,7 +45,7 @@ impl Report {
             )
         };
         let page = Page {
-            counts: count_rows(&report.totals.counts).into_iter().collect(),
+            counts: count_rows(&report.totals.counts),
             flows: FlowPicture::draw(&report.flows),
             timeline: TimelineChart::draw(&report.timeline),
             intact: broken == 0,
@@ -305,7 +305,8 @@ const CHART_H: f64 = 140.0;
 impl TimelineChart {
     fn draw(timeline: &super::Timeline) -> TimelineChart {
         let n = timeline.buckets.len().max(1) as f64;
-        let w = f64::from(WIDTH) / n;
+        // A short run has few buckets: bars stay bars, not a wall.
+        let w = (f64::from(WIDTH) / n).min(24.0);
         let peak = timeline.peak.max(1) as f64;
         let bars = timeline
             .buckets

@@ -26,7 +26,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -511,9 +511,9 @@ fn more(left_out: impl Iterator<Item = u64>) -> More {
     })
 }
 
-/// Per-kind counts as rows (for the page).
-pub(crate) fn count_rows(counts: &Counts) -> BTreeMap<&'static str, u64> {
-    BTreeMap::from([
+/// Per-kind counts as rows, in schema order (for the page).
+pub(crate) fn count_rows(counts: &Counts) -> Vec<(&'static str, u64)> {
+    Vec::from([
         ("swap", counts.swap),
         ("verbatim", counts.verbatim),
         ("refuse", counts.refuse),

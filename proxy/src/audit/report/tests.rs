@@ -1,1 +1,331 @@
+//! The report over logs written by the real writer: aggregates that agree with the summary,
+//! every field escaped on the page, a broken chain named first, and a page that stays small.
 
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::audit::{AuditLog, Event, EventKind, Rotation, StartInfo, summarize};
+
+fn start(withheld: &[&str]) -> StartInfo {
+    StartInfo {
+        policy_sha256: "ab".repeat(32),
+        ca_sha256: "cd".repeat(32),
+        withheld: withheld.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+/// A run with something of every kind: 2 swaps, 1 verbatim, 3 refusals, 2 redactions of
+/// 7 values, a denial, a failed login, a materialized value, a reload.
+fn known_run(path: &Path) {
+    let log = AuditLog::open(path, "run-known", start(&["AWS_SECRET_ACCESS_KEY"])).unwrap();
+    let gh = || {
+        Event::new(EventKind::Swap)
+            .secret("github_token")
+            .host("api.github.com")
+            .location("header:authorization")
+    };
+    log.record(gh().method("GET").path("/user")).unwrap();
+    log.record(gh().method("POST").path("/graphql")).unwrap();
+    log.record(
+        Event::new(EventKind::Verbatim)
+            .secret("openai_key")
+            .host("api.anthropic.com")
+            .location("body"),
+    )
+    .unwrap();
+    for path in ["/api/new?key=x", "/api/new?key=y", "/other"] {
+        log.record(
+            Event::new(EventKind::Refuse)
+                .secret("github_token")
+                .host("paste.example")
+                .method("POST")
+                .path(path)
+                .location("body")
+                .reason("placeholder-not-granted"),
+        )
+        .unwrap();
+    }
+    for count in [3, 4] {
+        log.record(
+            Event::new(EventKind::Redact)
+                .secret("github_token")
+                .host("api.github.com")
+                .count(count),
+        )
+        .unwrap();
+    }
+    log.record(
+        Event::new(EventKind::Deny)
+            .host("169.254.169.254")
+            .reason("address-blocked"),
+    )
+    .unwrap();
+    log.record(Event::new(EventKind::AuthFail).reason("proxy-auth-required"))
+        .unwrap();
+    log.record(
+        Event::new(EventKind::Materialize)
+            .secret("deploy_key")
+            .location("file"),
+    )
+    .unwrap();
+    log.record(
+        Event::new(EventKind::Reload)
+            .reason("reloaded")
+            .policy_sha256("c3".repeat(32)),
+    )
+    .unwrap();
+    log.close().unwrap();
+}
+
+#[test]
+fn the_report_aggregates_what_the_summary_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    known_run(&path);
+    let paths = [path.clone()];
+    let report = build(&paths).unwrap();
+    let summary = summarize(&paths).unwrap();
+    assert!(report.intact());
+    assert_eq!(report.totals.lines, summary.events);
+    assert_eq!(report.totals.runs, 1);
+    assert_eq!(report.logs[0].runs[0].run_id, "run-known");
+    assert!(report.logs[0].runs[0].complete);
+    for row in &summary.rows {
+        let (Some(secret), Some(host)) = (&row.secret, &row.host) else {
+            continue;
+        };
+        let flow = report
+            .flows
+            .iter()
+            .find(|f| &f.secret == secret && &f.host == host)
+            .unwrap_or_else(|| panic!("no flow for {secret} → {host}"));
+        assert_eq!(
+            (flow.swap, flow.verbatim, flow.refused, flow.redacted),
+            (row.swaps, row.verbatim, row.refused(), row.redactions)
+        );
+    }
+    assert_eq!(report.totals.redacted, 7);
+
+    let group = &report.refusals[0];
+    assert_eq!(
+        (group.reason.as_str(), group.count),
+        ("placeholder-not-granted", 3)
+    );
+    assert!(
+        group
+            .fix
+            .contains("list paste.example in secrets.github_token.hosts")
+    );
+    // Paths as the log has them: query values elided, so two requests are one path.
+    assert_eq!(group.paths[0].name, "/api/new?key=…");
+    assert_eq!(group.paths[0].count, 2);
+    assert_eq!(report.denied[0].name, "169.254.169.254");
+    assert_eq!(report.auth_failures[0].count, 1);
+    assert_eq!(report.withheld, ["AWS_SECRET_ACCESS_KEY"]);
+    assert_eq!(report.materialized[0].name, "deploy_key");
+    assert_eq!(report.reloads[0].policy_sha256, "c3".repeat(32));
+    assert_eq!(
+        report
+            .timeline
+            .buckets
+            .iter()
+            .map(|b| b.refusals)
+            .sum::<u64>(),
+        3
+    );
+
+    let html = report.to_html().unwrap();
+    for shown in [
+        "Every chain verified",
+        "run-known",
+        "github_token",
+        "paste.example",
+        "169.254.169.254",
+    ] {
+        assert!(html.contains(shown), "the page lacks {shown}");
+    }
+    // Self-contained: nothing fetched, no script.
+    for absent in ["<script", "src=", "href=", "@import", "url("] {
+        assert!(!html.contains(absent), "the page holds {absent}");
+    }
+}
+
+/// What a hostile sandbox might put in a field the log keeps.
+const HOSTILE: &str = "<script>alert(\"x\")</script>'\u{1b}[2J";
+
+#[test]
+fn every_field_from_the_log_is_escaped_on_the_page() {
+    let event = |kind| Event::new(kind);
+    let fields: [(&str, Box<dyn Fn() -> Event>); 6] = [
+        (
+            "host",
+            Box::new(move || event(EventKind::Swap).secret("s").host(HOSTILE)),
+        ),
+        (
+            "path",
+            Box::new(move || {
+                event(EventKind::Refuse)
+                    .secret("s")
+                    .host("h")
+                    .path(format!("/{HOSTILE}"))
+                    .reason("bad-request")
+            }),
+        ),
+        (
+            "reason",
+            Box::new(move || event(EventKind::Refuse).host("h").reason(HOSTILE)),
+        ),
+        (
+            "secret",
+            Box::new(move || event(EventKind::Swap).secret(HOSTILE).host("h")),
+        ),
+        (
+            "location",
+            Box::new(move || event(EventKind::Redact).secret("s").location(HOSTILE)),
+        ),
+        (
+            "deny reason",
+            Box::new(move || event(EventKind::Deny).host("h").reason(HOSTILE)),
+        ),
+    ];
+    for (field, make) in fields {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, "run-x", start(&[HOSTILE])).unwrap();
+        log.record(make()).unwrap();
+        log.close().unwrap();
+        let html = build(&[path]).unwrap().to_html().unwrap();
+        assert!(
+            !html.contains("<script"),
+            "{field}: a script tag on the page"
+        );
+        assert!(
+            !html.contains('\u{1b}'),
+            "{field}: an escape character on the page"
+        );
+        assert!(
+            html.contains("&lt;script&gt;") || html.contains("&#60;script&#62;"),
+            "{field}: the text is not shown"
+        );
+        assert!(
+            html.contains("␛[2J"),
+            "{field}: the escape is not shown as text"
+        );
+        assert!(
+            !html.contains("alert(\"x\")"),
+            "{field}: quotes not escaped"
+        );
+    }
+}
+
+#[test]
+fn a_broken_chain_is_the_first_thing_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    known_run(&path);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replacen("paste.example", "fine.example", 1);
+    std::fs::write(&path, edited).unwrap();
+    let report = build(std::slice::from_ref(&path)).unwrap();
+    assert!(!report.intact());
+    let broken = report.logs[0].broken.as_ref().unwrap();
+    assert_eq!(broken.line, 6);
+    assert!(broken.why.contains("prev does not match"), "{}", broken.why);
+    let html = report.to_html().unwrap();
+    let verdict = html.find("id=\"verdict\"").unwrap();
+    assert!(html[verdict..].contains("BROKEN"));
+    assert!(html[verdict..].contains("line 6:"));
+    assert!(html.find("BROKEN").unwrap() < html.find("id=\"runs\"").unwrap());
+    // Counted up to the break only: the edited line and what follows are not.
+    assert_eq!(report.totals.lines, 5);
+}
+
+#[test]
+fn no_value_reaches_the_page() {
+    const VALUE: &str = "ghp_RealValueNeverOnThePage12345";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    // The proxy hands the log the guard's redaction; this one stands in for it.
+    let redactor: crate::audit::Redactor =
+        Arc::new(|text: String| text.replace(VALUE, "SLUICE_GITHUB_TOKEN_x"));
+    let log = AuditLog::open_with(
+        &path,
+        "run-v",
+        start(&[]),
+        Some(redactor),
+        Rotation::default(),
+    )
+    .unwrap();
+    log.record(
+        Event::new(EventKind::Refuse)
+            .secret("github_token")
+            .host(format!("{VALUE}.evil.example"))
+            .path(format!("/leak/{VALUE}?q={VALUE}"))
+            .reason("secret-value-refused"),
+    )
+    .unwrap();
+    log.close().unwrap();
+    let report = build(&[path]).unwrap();
+    assert!(!report.to_html().unwrap().contains(VALUE));
+    assert!(!serde_json::to_string(&report).unwrap().contains(VALUE));
+}
+
+#[test]
+fn the_page_stays_small_however_many_names_the_log_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, "run-big", start(&[])).unwrap();
+    for i in 0..20_000 {
+        let event = match i % 4 {
+            0 => Event::new(EventKind::Deny)
+                .host(format!("probe-{i}.example"))
+                .reason("host-not-allowed"),
+            1 => Event::new(EventKind::Refuse)
+                .secret(format!("s{}", i % 97))
+                .host(format!("h{i}.example"))
+                .path(format!("/p/{i}"))
+                .reason(format!("reason-{}", i % 61)),
+            _ => Event::new(EventKind::Swap)
+                .secret(format!("s{}", i % 97))
+                .host(format!("h{}.example", i % 89)),
+        };
+        // The writer's queue is bounded: pace the test as a proxy under load would be.
+        while log.queued() > 8_000 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        log.record(event).unwrap();
+    }
+    log.close().unwrap();
+    let report = build(&[path]).unwrap();
+    assert_eq!(report.totals.lines, 20_002);
+    assert!(report.flows.len() <= TOP_FLOWS && report.more_flows.rows > 0);
+    assert!(report.denied.len() <= TOP_DENIED && report.more_denied.events > 0);
+    assert!(report.refusals.len() <= TOP_REASONS);
+    let html = report.to_html().unwrap();
+    assert!(html.len() < 512 * 1024, "{} bytes", html.len());
+}
+
+#[test]
+fn a_rotated_log_is_one_log_on_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let rotation = Rotation {
+        max_bytes: Some(crate::audit::MIN_SEGMENT_BYTES),
+        max_age: None,
+    };
+    let log = AuditLog::open_with(&path, "run-r", start(&[]), None, rotation).unwrap();
+    for _ in 0..100 {
+        log.record(Event::new(EventKind::Swap).secret("s").host("api.example"))
+            .unwrap();
+    }
+    log.close().unwrap();
+    let report = build(&[dir.path().to_owned()]).unwrap();
+    assert_eq!(report.logs.len(), 1);
+    assert!(report.logs[0].files.len() > 2);
+    assert_eq!(
+        report.logs[0].runs[0].segments as usize,
+        report.logs[0].files.len()
+    );
+    assert_eq!(report.flows[0].swap, 100);
+}
