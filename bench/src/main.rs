@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod audit_report;
 mod child;
 mod error;
 mod harness;
@@ -73,6 +74,9 @@ enum Role {
     /// What running sluice costs: CPU per request with the admin endpoint scraped every
     /// second against not, and reload and guard build times for 10, 100 and 1,000 secrets.
     Operations(operations::OperationsArgs),
+    /// What the reviewers' report costs: a 1,000,000-event log rendered, against
+    /// `sluice audit verify` of the same log.
+    AuditReport(audit_report::AuditReportArgs),
     /// A soak: sluice under mixed load and upstream faults for `--secs`, checking that it
     /// never panics or leaks the secret and that its memory and descriptors stay flat.
     Soak(soak::SoakArgs),
@@ -217,6 +221,7 @@ fn main() -> ExitCode {
         Some(Role::Jail(args)) => jail::run(args),
         Some(Role::Signing(args)) => signing::run(args),
         Some(Role::Operations(args)) => operations::run(args),
+        Some(Role::AuditReport(args)) => audit_report::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

@@ -547,11 +547,22 @@ mod tests {
     #[test]
     fn a_reload_that_cannot_be_put_in_force_whole_leaves_the_generation_in_force() {
         let f = fixture();
-        // A declaration that fails check: the first diagnostic, the file's hash.
+        // A declaration that fails check: the first diagnostic; no fingerprint for a file
+        // whose literals cannot be located (an unknown key), one for any other.
         f.write("policy.yaml", "version: 1\nsecrets:\n  a:\n    frm: {}\n");
         match f.live.reload(&f.ca) {
             Err(ReloadError::Declaration { first, sha256 }) => {
                 assert!(first.contains("policy.yaml:4:5"), "{first}");
+                assert_eq!(sha256, None);
+            }
+            other => panic!("{:?}", other.map(|d| d.generation)),
+        }
+        let refused =
+            "version: 1\nsecrets:\n  a:\n    value: literal-value-0001\n    hosts: [\"*\"]\n";
+        f.write("policy.yaml", refused);
+        match f.live.reload(&f.ca) {
+            Err(ReloadError::Declaration { sha256, .. }) => {
+                assert_eq!(sha256, sluice_policies::fingerprint(refused));
                 assert_eq!(sha256.unwrap().len(), 64);
             }
             other => panic!("{:?}", other.map(|d| d.generation)),

@@ -229,9 +229,9 @@ fn summary_json_is_for_machines() {
     let out = sluice(&["audit", "summary", "--json", log.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["run_id"], "cli-run");
+    assert_eq!(json["runs"][0]["run_id"], "cli-run");
     assert_eq!(json["events"], 7);
-    assert_eq!(json["complete"], true);
+    assert_eq!(json["runs"][0]["complete"], true);
     let rows = json["rows"].as_array().unwrap();
     let paste = rows.iter().find(|r| r["host"] == "paste.example").unwrap();
     assert_eq!(paste["secret"], "github_token");

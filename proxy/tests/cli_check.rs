@@ -144,9 +144,15 @@ decided at launch, not here (whether each source is set or readable on this mach
             .output()
             .unwrap();
         assert!(out.status.success());
+        // Last, the fingerprint the audit log records for this file (literals masked).
+        let fingerprint =
+            sluice_policies::fingerprint(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            format!("{}: {preview}", path.display()),
+            format!(
+                "{}: {preview}policy_sha256 (as the audit log records it, literals masked): {fingerprint}\n",
+                path.display()
+            ),
             "{name}"
         );
     }

@@ -143,10 +143,10 @@ pub enum Break {
     },
     /// `prev` is not the SHA-256 of the line before.
     #[error(
-        "prev does not match the SHA-256 of the line before: that line was edited, or a line was dropped, inserted or moved here (run seq {previous} precedes it)"
+        "prev does not match the SHA-256 of line {previous}: that line was edited, or a line was dropped, inserted or moved here"
     )]
     Prev {
-        /// The `seq` of the line before, in this run.
+        /// The number of the line before, in the same file.
         previous: u64,
     },
     /// A `start` in the middle of a run: its `follows` is missing or does not name the
@@ -333,7 +333,15 @@ impl Walk {
                 (1, false) => Place::FileStart,
                 _ => Place::Within,
             };
-            self.line(&line, place).map_err(broken)?;
+            self.line(&line, place)
+                .map_err(|why| match why {
+                    // Named by its line in this file, as a reader counts them.
+                    Break::Prev { .. } => Break::Prev {
+                        previous: number - 1,
+                    },
+                    why => why,
+                })
+                .map_err(broken)?;
             self.last = Some(line_hash(bytes));
             visit(&line);
         }

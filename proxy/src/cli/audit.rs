@@ -19,6 +19,12 @@ pub(crate) fn verify(args: &super::AuditFileArgs) -> ExitCode {
     };
     let mut intact = true;
     for log in &logs {
+        if let Some(broken) = &log.broken {
+            // No `ok:` for a log that does not verify, not even for its runs before the break.
+            intact = false;
+            eprintln!("broken: {broken}");
+            continue;
+        }
         for run in &log.runs {
             let tail = if run.complete {
                 ""
@@ -30,19 +36,10 @@ pub(crate) fn verify(args: &super::AuditFileArgs) -> ExitCode {
             } else {
                 String::new()
             };
-            let verdict = if log.broken.is_some() {
-                "as far as the break"
-            } else {
-                "chain intact"
-            };
             println!(
-                "ok: {} events{segments}, run {}, {verdict}, head sha256:{}{tail}",
+                "ok: {} events{segments}, run {}, chain intact, head sha256:{}{tail}",
                 run.lines, run.run_id, run.head
             );
-        }
-        if let Some(broken) = &log.broken {
-            intact = false;
-            eprintln!("broken: {broken}");
         }
     }
     if intact {

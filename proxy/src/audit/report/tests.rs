@@ -329,3 +329,27 @@ fn a_rotated_log_is_one_log_on_the_page() {
     );
     assert_eq!(report.flows[0].swap, 100);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any one byte changed anywhere but the last line breaks the chain, and the report
+    /// (which reads hostile files) says so without panicking.
+    #[test]
+    fn any_edit_before_the_last_line_is_caught(at in 0.0f64..1.0, byte in proptest::prelude::any::<u8>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        known_run(&path);
+        known_run(&path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last_line_start = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+        let i = ((last_line_start - 1) as f64 * at) as usize;
+        proptest::prop_assume!(bytes[i] != byte);
+        bytes[i] = byte;
+        std::fs::write(&path, &bytes).unwrap();
+        let report = build(std::slice::from_ref(&path)).unwrap();
+        proptest::prop_assert!(!report.intact());
+        let html = report.to_html().unwrap();
+        proptest::prop_assert!(html.contains("BROKEN"));
+    }
+}
