@@ -8,7 +8,7 @@
 //! the capped lists have more to cap than they show. Targets (issue #22): 1,000,000 events
 //! render in at most 10 s into at most 2 MiB.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -104,7 +104,7 @@ pub(crate) fn run(args: &AuditReportArgs) -> Result<ExitCode, BenchError> {
 }
 
 /// Writes `events` events (plus `start` and `stop`) through sluice's writer.
-fn write_log(path: &PathBuf, events: u64) -> Result<(), BenchError> {
+fn write_log(path: &Path, events: u64) -> Result<(), BenchError> {
     let start = StartInfo {
         policy_sha256: "ab".repeat(32),
         ca_sha256: "cd".repeat(32),

@@ -433,29 +433,10 @@ impl Tally {
         let more_refusals = more(refusals.iter().skip(TOP_REASONS).map(|g| g.count));
         refusals.truncate(TOP_REASONS);
 
-        let mut denied: Vec<Named> = self
-            .denied
-            .into_iter()
-            .map(|((name, detail), count)| Named {
-                name,
-                detail,
-                count,
-            })
-            .collect();
-        sort_named(&mut denied);
+        let mut denied = named_pairs(self.denied);
         let more_denied = more(denied.iter().skip(TOP_DENIED).map(|d| d.count));
         denied.truncate(TOP_DENIED);
-
-        let mut materialized: Vec<Named> = self
-            .materialized
-            .into_iter()
-            .map(|((name, detail), count)| Named {
-                name,
-                detail,
-                count,
-            })
-            .collect();
-        sort_named(&mut materialized);
+        let materialized = named_pairs(self.materialized);
 
         let reloads_shown = self.reloads.len() as u64;
         Report {
@@ -493,6 +474,20 @@ fn top(counts: HashMap<String, u64>, n: usize) -> Vec<Named> {
         .collect();
     sort_named(&mut named);
     named.truncate(n);
+    named
+}
+
+/// (name, detail) counts as rows, the most frequent first.
+fn named_pairs(counts: HashMap<(String, String), u64>) -> Vec<Named> {
+    let mut named: Vec<Named> = counts
+        .into_iter()
+        .map(|((name, detail), count)| Named {
+            name,
+            detail,
+            count,
+        })
+        .collect();
+    sort_named(&mut named);
     named
 }
 

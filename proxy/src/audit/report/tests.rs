@@ -157,7 +157,8 @@ const HOSTILE: &str = "<script>alert(\"x\")</script>'\u{1b}[2J";
 #[test]
 fn every_field_from_the_log_is_escaped_on_the_page() {
     let event = |kind| Event::new(kind);
-    let fields: [(&str, Box<dyn Fn() -> Event>); 6] = [
+    type MakeEvent = Box<dyn Fn() -> Event>;
+    let fields: [(&str, MakeEvent); 6] = [
         (
             "host",
             Box::new(move || event(EventKind::Swap).secret("s").host(HOSTILE)),
