@@ -205,6 +205,9 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         let _ = proxy.shutdown().await;
         return Err(error);
     }
+    // Caught before the command exists: a signal that arrives as soon as it runs (it may
+    // print "ready" first) is held and passed on, never sluice's death by default action.
+    let caught = CaughtSignals::now();
     // One generation's declaration and guard: the environment is built from both.
     let (policy, guard) = proxy.policy_and_guard();
     let started = match child_env(
@@ -243,7 +246,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
             return Err(error);
         }
     };
-    let forwarding = forward_signals(child.id(), raw.is_some());
+    let forwarding = forward_signals(caught, child.id(), raw.is_some());
     let status = child.wait().await.map_err(LaunchError::Wait);
     for task in forwarding.into_iter().chain(tasks) {
         task.abort();
@@ -473,8 +476,11 @@ fn write_secret_file(run_dir: &Path, secret: &str, value: &[u8]) -> std::io::Res
 /// Passes SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 on to the child, and swallows
 /// SIGINT (passes it on too when the child is `in_terminal` of its own), until the returned
 /// tasks are aborted.
-fn forward_signals(child: Option<u32>, in_terminal: bool) -> Vec<tokio::task::JoinHandle<()>> {
-    use tokio::signal::unix::{SignalKind, signal};
+fn forward_signals(
+    caught: CaughtSignals,
+    child: Option<u32>,
+    in_terminal: bool,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     let Some(pid) = child.and_then(|id| i32::try_from(id).ok()) else {
         return tasks;
@@ -483,7 +489,7 @@ fn forward_signals(child: Option<u32>, in_terminal: bool) -> Vec<tokio::task::Jo
     // Ctrl-C is the child's to handle; sluice only must not die of it first. In a
     // terminal of its own the child is in another session, where a SIGINT sent to sluice
     // would not reach it: pass it on there.
-    if let Ok(mut interrupt) = signal(SignalKind::interrupt()) {
+    if let Some(mut interrupt) = caught.interrupt {
         tasks.push(tokio::spawn(async move {
             while interrupt.recv().await.is_some() {
                 if in_terminal {
@@ -492,13 +498,7 @@ fn forward_signals(child: Option<u32>, in_terminal: bool) -> Vec<tokio::task::Jo
             }
         }));
     }
-    for kind in FORWARDED {
-        let (Ok(mut stream), Ok(sig)) = (
-            signal(kind),
-            nix::sys::signal::Signal::try_from(kind.as_raw_value()),
-        ) else {
-            continue;
-        };
+    for (mut stream, sig) in caught.forwarded {
         tasks.push(tokio::spawn(async move {
             while stream.recv().await.is_some() {
                 let _ = nix::sys::signal::kill(pid, sig);
@@ -506,4 +506,30 @@ fn forward_signals(child: Option<u32>, in_terminal: bool) -> Vec<tokio::task::Jo
         }));
     }
     tasks
+}
+
+/// The signals sluice passes on to the command (and SIGINT), caught from before the
+/// command starts until it ends.
+struct CaughtSignals {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    forwarded: Vec<(tokio::signal::unix::Signal, nix::sys::signal::Signal)>,
+}
+
+impl CaughtSignals {
+    fn now() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let forwarded = FORWARDED
+            .into_iter()
+            .filter_map(|kind| {
+                Some((
+                    signal(kind).ok()?,
+                    nix::sys::signal::Signal::try_from(kind.as_raw_value()).ok()?,
+                ))
+            })
+            .collect();
+        CaughtSignals {
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            forwarded,
+        }
+    }
 }
