@@ -22,7 +22,7 @@ pub struct RunOutput {
     pub stdout: String,
     /// The child's stderr, as redacted by the launcher, and sluice's own.
     pub stderr: String,
-    /// The audit log, one JSON event per line.
+    /// This run's part of the audit log (its chain, from `start`), one JSON event per line.
     pub audit: String,
 }
 
@@ -144,12 +144,15 @@ impl Launch {
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
+        // The log is appended to run after run: this run's lines are those after `before`.
+        let before = std::fs::metadata(self.audit_path()).map_or(0, |m| m.len() as usize);
         let out = cmd.output().expect("sluice run starts");
+        let audit = std::fs::read_to_string(self.audit_path()).unwrap_or_default();
         RunOutput {
             code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            audit: std::fs::read_to_string(self.audit_path()).unwrap_or_default(),
+            audit: audit.get(before..).unwrap_or_default().to_owned(),
         }
     }
 }

@@ -142,8 +142,13 @@ fn the_child_gets_placeholders_proxy_and_ca_variables_and_granted_values() {
 }
 
 /// The audit log's events of `kind`, parsed.
+/// The events of `kind` in the log's last run (each `sluice run` appends a run).
 fn audit_events(audit: &str, kind: &str) -> Vec<serde_json::Value> {
-    audit
+    let last_run = audit
+        .rfind("\"event\":\"start\"")
+        .and_then(|at| audit[..at].rfind('\n').map(|nl| nl + 1))
+        .unwrap_or(0);
+    audit[last_run..]
         .lines()
         .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
         .filter(|event| event["event"] == kind)
