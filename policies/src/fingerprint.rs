@@ -37,14 +37,19 @@ pub(crate) fn masked_sha256(source: &str, raw: &RawDeclaration) -> Option<String
     if let Some(secrets) = &raw.secrets {
         for (_, secret) in &secrets.value.0 {
             if let Some(value) = &secret.value.value {
-                let span = value.referenced.span();
-                let start = usize::try_from(span.byte_offset()?).ok()?;
-                let len = usize::try_from(span.byte_len()?).ok()?;
-                spans.push((start, start.checked_add(len)?));
+                // Both where the value stands and where its scalar is written: for an alias
+                // (`value: *a`) the literal is at the anchor, wherever that is.
+                for location in [&value.referenced, &value.defined] {
+                    let span = location.span();
+                    let start = usize::try_from(span.byte_offset()?).ok()?;
+                    let len = usize::try_from(span.byte_len()?).ok()?;
+                    spans.push((start, start.checked_add(len)?));
+                }
             }
         }
     }
     spans.sort_unstable();
+    spans.dedup();
     let mut masked = String::with_capacity(source.len());
     let mut at = 0;
     for (start, end) in spans {
@@ -140,6 +145,21 @@ mod tests {
             fingerprint(source),
             Some(hex::encode(Sha256::digest(source.as_bytes())))
         );
+    }
+
+    #[test]
+    fn a_literal_given_through_an_alias_is_masked_where_it_is_written() {
+        let source = format!(
+            "version: 1\nsecrets:\n  t:\n    placeholder: &lit \"{LITERAL}\"\n    value: *lit\n    hosts: [api.example]\n"
+        );
+        let other = source.replace(LITERAL, "Another-literal-here");
+        match (fingerprint(&source), fingerprint(&other)) {
+            // Masked at the anchor too: the two differ only in the literal.
+            (Some(a), Some(b)) => assert_eq!(a, b),
+            // Or no fingerprint at all; never one over the literal's bytes.
+            (None, None) => {}
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

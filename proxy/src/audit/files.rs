@@ -22,7 +22,7 @@ pub(crate) struct Chained {
 
 /// Longest first or last line read to order files; longer lines (no sluice record is)
 /// leave the file unordered, and verification then names it.
-const MAX_LINE: u64 = 1 << 20;
+pub(crate) const MAX_LINE: u64 = 1 << 20;
 
 /// Expands `paths` and groups the files into logs, each in chain order; logs keep the
 /// order in which their first files were given.

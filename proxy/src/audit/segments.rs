@@ -42,11 +42,13 @@ pub(crate) struct Segment {
 impl Segment {
     /// Whether the next line goes into a new segment.
     pub(crate) fn due(&self) -> bool {
-        self.rotation.max_bytes.is_some_and(|max| self.bytes >= max)
-            || self
-                .rotation
-                .max_age
-                .is_some_and(|age| self.since.elapsed() >= age)
+        // Never an empty segment: a tiny age must not rotate line after line into nothing.
+        self.bytes > 0
+            && (self.rotation.max_bytes.is_some_and(|max| self.bytes >= max)
+                || self
+                    .rotation
+                    .max_age
+                    .is_some_and(|age| self.since.elapsed() >= age))
     }
 }
 
@@ -145,7 +147,9 @@ fn next_number(path: &Path) -> io::Result<u64> {
             highest = highest.max(n);
         }
     }
-    Ok(highest + 1)
+    highest
+        .checked_add(1)
+        .ok_or_else(|| io::Error::other("no segment number is left after the highest"))
 }
 
 fn open_options() -> OpenOptions {
@@ -369,6 +373,46 @@ mod tests {
         let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
         assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
         assert_eq!(logs[0].runs[0].segments, written.len() as u64);
+        assert_eq!(logs[0].runs[0].counts.deny, 3);
+    }
+}
+
+#[cfg(test)]
+mod tiny_age {
+    use std::time::Duration;
+
+    use crate::audit::{AuditLog, Event, EventKind, Rotation, StartInfo, verify_logs};
+
+    #[test]
+    fn an_age_of_zero_never_leaves_an_empty_segment_or_a_marked_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let start = StartInfo {
+            policy_sha256: "ab".repeat(32),
+            ca_sha256: "cd".repeat(32),
+            withheld: Vec::new(),
+        };
+        let rotation = Rotation {
+            max_bytes: None,
+            max_age: Some(Duration::ZERO),
+        };
+        let log = AuditLog::open_with(&path, "run-z", start, None, rotation).unwrap();
+        for _ in 0..3 {
+            log.record(Event::new(EventKind::Deny).host("evil.example"))
+                .unwrap();
+        }
+        log.close().unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let file = entry.unwrap().path();
+            assert!(
+                std::fs::metadata(&file).unwrap().len() > 0,
+                "{} is empty",
+                file.display()
+            );
+        }
+        let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
+        assert_eq!(logs.len(), 1);
+        assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
         assert_eq!(logs[0].runs[0].counts.deny, 3);
     }
 }

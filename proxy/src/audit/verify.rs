@@ -8,10 +8,10 @@
 //! hide nor reorder anything.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use super::files::{self, Chained};
+use super::files::{self, Chained, MAX_LINE};
 use super::{Counts, EventKind, Line, genesis, is_sha256_hex, line_hash};
 
 /// One run whose chain holds, from its `start` to its last line.
@@ -208,8 +208,17 @@ pub enum Break {
 /// segment of a rotated log verified alone breaks at line 1: pass every segment to
 /// [`verify_logs`]); [`ChainError::Read`] when the file cannot be read.
 pub fn verify(path: &Path) -> Result<Verified, ChainError> {
-    let mut logs = verify_logs(&[path.to_owned()])?;
-    let log = logs.pop().ok_or_else(|| ChainError::Broken {
+    let logs = verify_logs(&[path.to_owned()])?;
+    // Every log counts: a broken one anywhere fails the whole, whichever comes last.
+    let mut logs = logs.into_iter();
+    let mut last = None;
+    for log in logs.by_ref() {
+        if let Some(broken) = log.broken {
+            return Err(broken);
+        }
+        last = Some(log);
+    }
+    let log = last.ok_or_else(|| ChainError::Broken {
         file: path.to_owned(),
         line: 1,
         why: Break::Empty,
@@ -311,7 +320,13 @@ impl Walk {
         let mut number: u64 = 0;
         loop {
             buf.clear();
-            if reader.read_until(b'\n', &mut buf).map_err(read_error)? == 0 {
+            // Bounded: no audit record comes near it, and a forged line must not eat memory.
+            if (&mut reader)
+                .take(MAX_LINE + 1)
+                .read_until(b'\n', &mut buf)
+                .map_err(read_error)?
+                == 0
+            {
                 break;
             }
             number += 1;
@@ -320,6 +335,11 @@ impl Walk {
                 line: number,
                 why,
             };
+            if buf.len() as u64 > MAX_LINE {
+                return Err(broken(Break::Malformed(format!(
+                    "a line longer than {MAX_LINE} bytes"
+                ))));
+            }
             let Some(bytes) = buf.strip_suffix(b"\n") else {
                 return Err(broken(Break::NotTerminated));
             };
@@ -327,7 +347,7 @@ impl Walk {
                 return Err(broken(Break::Malformed("an empty line".to_owned())));
             }
             let line: Line = serde_json::from_slice(bytes)
-                .map_err(|err| broken(Break::Malformed(err.to_string())))?;
+                .map_err(|err| broken(Break::Malformed(printable(&err.to_string()))))?;
             let place = match (number, first) {
                 (1, true) => Place::LogStart,
                 (1, false) => Place::FileStart,
@@ -526,4 +546,13 @@ impl Run {
             segments: self.segments,
         }
     }
+}
+
+/// A parser's message about a hostile line, with its control characters escaped: it quotes
+/// the line's field names, and it is printed on a terminal.
+fn printable(message: &str) -> String {
+    message
+        .chars()
+        .flat_map(char::escape_default)
+        .collect::<String>()
 }

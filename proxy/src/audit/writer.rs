@@ -164,6 +164,16 @@ impl AuditLog {
     ) -> Result<AuditLog, AuditError> {
         check_start(run_id, &start)?;
         let opened = segments::open(path)?;
+        let rotates = rotation.max_bytes.is_some() || rotation.max_age.is_some();
+        // Only a regular file (not a device, a pipe, or a symlink whose link a rename would
+        // move) is rotated.
+        let regular = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+        if rotates && !regular {
+            return Err(AuditError::NotAppendable {
+                path: path.to_owned(),
+                why: "it is not a regular file (a device, a pipe or a symlink), so it cannot rotate; drop --audit-max-bytes and --audit-max-age, or give a file".to_owned(),
+            });
+        }
         let mut segment = Segment {
             path: path.to_owned(),
             rotation,
@@ -180,6 +190,7 @@ impl AuditLog {
                 source,
             })?;
             segment.bytes = 0;
+            segment.since = Instant::now();
         }
         if opened.len == 0 {
             follows = None;
@@ -191,7 +202,7 @@ impl AuditLog {
             start,
             redactor,
             follows,
-            Some(segment),
+            regular.then_some(segment),
         )
     }
 

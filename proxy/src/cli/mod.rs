@@ -182,9 +182,19 @@ pub(crate) struct RotationArgs {
     /// this many bytes (at least 4096); each segment's first line chains to the last.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(sluice_proxy::audit::MIN_SEGMENT_BYTES..))]
     pub(crate) audit_max_bytes: Option<u64>,
-    /// Rotate the audit log once its file has been written for this long (e.g. 1h, 1d).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    /// Rotate the audit log once its file has been written for this long (e.g. 1h, 1d; at
+    /// least 1s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_rotation_age)]
     pub(crate) audit_max_age: Option<Duration>,
+}
+
+/// `--audit-max-age`: a duration of at least one second.
+fn parse_rotation_age(text: &str) -> Result<Duration, String> {
+    let age = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if age < Duration::from_secs(1) {
+        return Err("expected at least 1s: a segment per line helps no reader".to_owned());
+    }
+    Ok(age)
 }
 
 impl RotationArgs {

@@ -64,7 +64,16 @@ pub(super) fn shown(text: &str) -> String {
         .map(|c| match u32::from(c) {
             code @ 0..=0x1f => char::from_u32(0x2400 + code).unwrap_or('\u{fffd}'),
             0x7f => '\u{2421}',
-            0x80..=0x9f => '\u{fffd}',
+            // C1 controls, and the bidirectional and line controls that can make a host
+            // name read as another.
+            0x80..=0x9f
+            | 0x061c
+            | 0x200e
+            | 0x200f
+            | 0x2028
+            | 0x2029
+            | 0x202a..=0x202e
+            | 0x2066..=0x2069 => '\u{fffd}',
             _ => c,
         })
         .collect()
@@ -170,7 +179,10 @@ const FLOW_HEIGHT: f64 = 420.0;
 impl FlowPicture {
     fn draw(flows: &[Flow]) -> FlowPicture {
         const KINDS: [&str; 4] = ["swap", "verbatim", "refused", "redacted"];
-        let total: u64 = flows.iter().map(Flow::total).sum();
+        let total = flows
+            .iter()
+            .map(Flow::total)
+            .fold(0u64, u64::saturating_add);
         let scale = if total == 0 {
             0.0
         } else {
@@ -195,7 +207,9 @@ impl FlowPicture {
                     bands
                         .iter()
                         .filter(|(flow, ..)| side(flow) == *name)
-                        .fold((0.0, 0), |(h, n), (_, _, count, t)| (h + t, n + count))
+                        .fold((0.0, 0u64), |(h, n), (_, _, count, t)| {
+                            (h + t, n.saturating_add(*count))
+                        })
                 })
                 .collect()
         };

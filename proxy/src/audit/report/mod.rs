@@ -164,7 +164,11 @@ pub struct Flow {
 impl Flow {
     /// Everything in the pair.
     pub fn total(&self) -> u64 {
-        self.swap + self.verbatim + self.refused + self.redacted
+        // Counts come from the log, which a forger may fill with huge ones.
+        self.swap
+            .saturating_add(self.verbatim)
+            .saturating_add(self.refused)
+            .saturating_add(self.redacted)
     }
 }
 
@@ -330,8 +334,8 @@ impl Tally {
                     EventKind::Verbatim => flow.verbatim += 1,
                     _ => {
                         let count = line.count.unwrap_or(1);
-                        flow.redacted += count;
-                        self.totals.redacted += count;
+                        flow.redacted = flow.redacted.saturating_add(count);
+                        self.totals.redacted = self.totals.redacted.saturating_add(count);
                     }
                 }
             }
@@ -502,7 +506,7 @@ fn sort_named(named: &mut [Named]) {
 fn more(left_out: impl Iterator<Item = u64>) -> More {
     left_out.fold(More::default(), |more, events| More {
         rows: more.rows + 1,
-        events: more.events + events,
+        events: more.events.saturating_add(events),
     })
 }
 

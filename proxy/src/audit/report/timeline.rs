@@ -84,7 +84,8 @@ impl Minutes {
         let span = (last - first + 1) * 60;
         let width = WIDTHS
             .into_iter()
-            .find(|w| span.div_ceil(*w) <= MAX_BUCKETS as u64)
+            // One bucket of room for aligning the first bucket's start.
+            .find(|w| span.div_ceil(*w) < MAX_BUCKETS as u64)
             .unwrap_or_else(|| span.div_ceil(MAX_BUCKETS as u64).max(86_400));
         let start = first * 60 / width * width;
         let n = usize::try_from(((last * 60 - start) / width) + 1).unwrap_or(MAX_BUCKETS);
