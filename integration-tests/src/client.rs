@@ -226,6 +226,31 @@ impl ProxyAt {
         self.tls_tunnel(&format!("{host}:{port}"), host, alpn).await
     }
 
+    /// One HTTP/1.1 GET of `path` on `host:port` with `Authorization: Bearer {token}`, on
+    /// a tunnel of its own (so that it is served under the declaration in force when it
+    /// connects): the status and the body, or why there was no answer.
+    pub async fn bearer_get(
+        &self,
+        host: &str,
+        port: u16,
+        path: &str,
+        token: &str,
+    ) -> Result<(u16, String), String> {
+        let mut client = self
+            .open(&format!("{host}:{port}"), host, &[b"http/1.1"])
+            .await?;
+        let request = Request::get(format!("https://{host}:{port}{path}"))
+            .header("host", format!("{host}:{port}"))
+            .header("authorization", format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let response = client.send(request).await?;
+        Ok((
+            response.status().as_u16(),
+            String::from_utf8_lossy(response.body()).into_owned(),
+        ))
+    }
+
     /// [`TunnelClient::open`] through this proxy.
     pub async fn open(
         &self,

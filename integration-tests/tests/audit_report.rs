@@ -7,9 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::Request;
-use http_body_util::Full;
 use sluice_integration_tests::client::ProxyAt;
 use sluice_integration_tests::launch::require_program;
 use sluice_integration_tests::served::respond;
@@ -124,23 +121,13 @@ async fn echoing_upstream(pki: &TestPki) -> ServedUpstream {
     .await
 }
 
-/// One GET with the placeholder in `Authorization`, on a tunnel of its own: the status.
+/// One GET with the placeholder in `Authorization`, on a tunnel of its own: the status,
+/// or 0 when there was no answer (a host refused at CONNECT, a proxy gone).
 async fn get(proxy: &ProxyAt, host: &str, port: u16, path: &str, placeholder: &str) -> u16 {
-    let Ok(mut client) = proxy
-        .open(&format!("{host}:{port}"), host, &[b"http/1.1"])
+    proxy
+        .bearer_get(host, port, path, placeholder)
         .await
-    else {
-        return 0; // refused at CONNECT (a denied host)
-    };
-    let request = Request::get(format!("https://{host}:{port}{path}"))
-        .header("host", format!("{host}:{port}"))
-        .header("authorization", format!("Bearer {placeholder}"))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    match client.send(request).await {
-        Ok(response) => response.status().as_u16(),
-        Err(_) => 0,
-    }
+        .map_or(0, |(status, _)| status)
 }
 
 fn sluice(args: &[&str], paths: &[&Path]) -> Output {

@@ -230,26 +230,14 @@ async fn echoing_upstream(pki: &TestPki) -> ServedUpstream {
     .await
 }
 
-/// One GET on a tunnel of its own (so that it serves under the generation in force).
+/// One GET of `/x` with the placeholder, on a tunnel of its own.
 async fn get(
     proxy: &ProxyAt,
     host: &str,
     port: u16,
     placeholder: &str,
 ) -> Result<(u16, String), String> {
-    let mut client = proxy
-        .open(&format!("{host}:{port}"), host, &[b"http/1.1"])
-        .await?;
-    let request = Request::get(format!("https://{host}:{port}/x"))
-        .header("host", format!("{host}:{port}"))
-        .header("authorization", format!("Bearer {placeholder}"))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let response = client.send(request).await?;
-    Ok((
-        response.status().as_u16(),
-        String::from_utf8_lossy(response.body()).into_owned(),
-    ))
+    proxy.bearer_get(host, port, "/x", placeholder).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
