@@ -48,6 +48,11 @@ pub(crate) fn masked_sha256(source: &str, raw: &RawDeclaration) -> Option<String
             }
         }
     }
+    // A merge key can hold a literal that the mapping it merges into overrides: that
+    // literal is in no model position, so it could not be masked.
+    if !spans.is_empty() && uses_merge_keys(source) {
+        return None;
+    }
     spans.sort_unstable();
     spans.dedup();
     let mut masked = String::with_capacity(source.len());
@@ -64,6 +69,12 @@ pub(crate) fn masked_sha256(source: &str, raw: &RawDeclaration) -> Option<String
     }
     masked.push_str(source.get(at..)?);
     Some(hex::encode(Sha256::digest(masked.as_bytes())))
+}
+
+/// Whether `source` holds a YAML merge key (`<<`).
+fn uses_merge_keys(source: &str) -> bool {
+    let options = serde_saphyr::options! { merge_keys: serde_saphyr::MergeKeyPolicy::Error };
+    serde_saphyr::from_str_with_options::<serde::de::IgnoredAny>(source, options).is_err()
 }
 
 #[cfg(test)]
@@ -160,6 +171,27 @@ mod tests {
             (None, None) => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_literal_hidden_by_a_merge_key_leaves_no_fingerprint() {
+        // The merged mapping's `value` is overridden, so no model position names it.
+        let source = format!(
+            "version: 1\nsecrets:\n  t:\n    <<: {{ value: \"{LITERAL}\" }}\n    value: \"Another-literal-here\"\n    hosts: [api.example]\n"
+        );
+        assert_eq!(fingerprint(&source), None);
+        let Err(err) = crate::Policy::parse(&source, "merge.yaml") else {
+            panic!("a literal behind a merge key was accepted");
+        };
+        let err = err.to_string();
+        assert!(
+            err.contains("merge.yaml:1:1") && err.contains("from:"),
+            "{err}"
+        );
+        assert!(!err.contains(LITERAL), "{err}");
+        // Merge keys in a declaration without literals are fingerprinted as written.
+        let plain = "version: 1\nsecrets:\n  a: &base\n    from: { env: A_TOKEN }\n    hosts: [api.example]\n  b:\n    <<: *base\n    from: { env: B_TOKEN }\n";
+        assert!(fingerprint(plain).is_some());
     }
 
     #[test]

@@ -166,7 +166,7 @@ impl Policy {
                 column: 1,
                 path: String::new(),
                 problem: Problem::Unreadable {
-                    reason: "the position of a literal `value:` cannot be located, so the declaration cannot be fingerprinted without it; use `from:` instead".into(),
+                    reason: "a literal `value:` whose position cannot be located exactly (one inside a YAML merge key `<<` among them) cannot be masked, so the declaration cannot be fingerprinted without its bytes; use `from:` instead".into(),
                 },
             }]));
         };

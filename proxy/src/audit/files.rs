@@ -7,17 +7,22 @@
 //! can (which then fails verification, naming the file).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::verify::ChainError;
+use super::verify::{Break, ChainError};
 use super::{Line, line_hash};
 
 /// The files of one log, first to last.
 #[derive(Debug)]
 pub(crate) struct Chained {
     pub(crate) files: Vec<PathBuf>,
+    /// Why this file cannot take a place in any log: it repeats another file's first line
+    /// (a copy), or continues a line another file already continues (a fork). Such a log
+    /// is that one file, broken at its first line, and none of its lines count.
+    pub(crate) conflict: Option<Break>,
 }
 
 /// Longest first or last line read to order files; longer lines (no sluice record is)
@@ -42,21 +47,61 @@ pub(crate) fn chain(paths: &[PathBuf]) -> Result<Vec<Chained>, ChainError> {
             by_last.entry(last.as_str()).or_insert(i);
         }
     }
+    // No two records are alike (each names its run and its place in it), so two files
+    // opening with one line are a copy, whatever their names: counted once, never twice.
+    let mut by_first: HashMap<&str, usize> = HashMap::new();
+    let mut conflict: Vec<Option<Break>> = vec![None; files.len()];
+    for (i, end) in ends.iter().enumerate() {
+        let Some(first) = &end.first else { continue };
+        match by_first.entry(first.as_str()) {
+            Entry::Occupied(original) => {
+                conflict[i] = Some(Break::Copy {
+                    of: files[*original.get()].clone(),
+                });
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(i);
+            }
+        }
+    }
     let mut next: Vec<Option<usize>> = vec![None; files.len()];
     let mut has_previous = vec![false; files.len()];
     for (i, end) in ends.iter().enumerate() {
+        if conflict[i].is_some() {
+            continue;
+        }
         let Some(link) = &end.link else { continue };
-        if let Some(&before) = by_last.get(link.as_str())
-            && before != i
-            && next[before].is_none()
-        {
-            next[before] = Some(i);
-            has_previous[i] = true;
+        let Some(&before) = by_last.get(link.as_str()) else {
+            continue;
+        };
+        match next[before] {
+            _ if before == i => {}
+            None => {
+                next[before] = Some(i);
+                has_previous[i] = true;
+            }
+            // Only one file can come after another: the second to claim it is a fork.
+            Some(taken) => {
+                conflict[i] = Some(Break::Fork {
+                    other: files[taken].clone(),
+                });
+            }
         }
     }
     let mut placed = vec![false; files.len()];
     let mut logs = Vec::new();
-    for root in (0..files.len()).filter(|&i| !has_previous[i]) {
+    for root in 0..files.len() {
+        if let Some(why) = conflict[root].take() {
+            placed[root] = true;
+            logs.push(Chained {
+                files: vec![files[root].clone()],
+                conflict: Some(why),
+            });
+            continue;
+        }
+        if has_previous[root] {
+            continue;
+        }
         let mut log = Vec::new();
         let mut at = Some(root);
         while let Some(i) = at.filter(|&i| !placed[i]) {
@@ -64,7 +109,10 @@ pub(crate) fn chain(paths: &[PathBuf]) -> Result<Vec<Chained>, ChainError> {
             log.push(files[i].clone());
             at = next[i];
         }
-        logs.push(Chained { files: log });
+        logs.push(Chained {
+            files: log,
+            conflict: None,
+        });
     }
     // Files in a cycle (only a forged log could link so) are logs of their own, which
     // then fail at line 1.
@@ -72,6 +120,7 @@ pub(crate) fn chain(paths: &[PathBuf]) -> Result<Vec<Chained>, ChainError> {
         if !placed[i] {
             logs.push(Chained {
                 files: vec![file.clone()],
+                conflict: None,
             });
         }
     }
@@ -111,13 +160,24 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ChainError> {
             vec![path.clone()]
         };
         for file in found {
-            let key = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+            // One file under two names (a symlink, a hard link) is read once.
+            let key = file_identity(&file).map_err(|source| ChainError::Read {
+                path: file.clone(),
+                source,
+            })?;
             if seen.insert(key) {
                 out.push(file);
             }
         }
     }
     Ok(out)
+}
+
+/// The device and inode behind `path`: the same for every name of one file.
+fn file_identity(path: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 /// `audit.jsonl`, `audit.jsonl.7`.
@@ -146,10 +206,12 @@ fn segment_sort_key(path: &Path) -> (String, u64) {
     }
 }
 
-/// What orders a file: the hash its first line links to, and its last line's hash.
+/// What orders a file: the hash its first line links to, and its first and last lines'
+/// hashes.
 struct Ends {
     /// A continuation's `prev`, or an appended `start`'s `follows`.
     link: Option<String>,
+    first: Option<String>,
     last: Option<String>,
 }
 
@@ -160,8 +222,8 @@ impl Ends {
         BufReader::new(&mut file)
             .take(MAX_LINE)
             .read_until(b'\n', &mut first)?;
+        let first = first.strip_suffix(b"\n");
         let link = first
-            .strip_suffix(b"\n")
             .and_then(|bytes| serde_json::from_slice::<Line>(bytes).ok())
             .and_then(|line| {
                 if line.segment.is_some() {
@@ -172,6 +234,7 @@ impl Ends {
             });
         Ok(Ends {
             link,
+            first: first.map(line_hash),
             last: last_line(&mut file)?.map(|line| line_hash(&line)),
         })
     }
@@ -251,5 +314,86 @@ mod tests {
         std::fs::write(&path, format!("first\n{long}\n")).unwrap();
         let got = last_line(&mut File::open(&path).unwrap()).unwrap().unwrap();
         assert_eq!(got.len(), long.len());
+    }
+
+    /// A run of `events` swaps at `path`, rotating every few lines when `rotate`.
+    fn write_log(path: &Path, events: usize, rotate: bool) {
+        use crate::audit::{AuditLog, Event, EventKind, Rotation, StartInfo};
+        let start = StartInfo {
+            policy_sha256: "ab".repeat(32),
+            ca_sha256: "cd".repeat(32),
+            withheld: Vec::new(),
+        };
+        let rotation = Rotation {
+            max_bytes: rotate.then_some(super::super::MIN_SEGMENT_BYTES),
+            max_age: None,
+        };
+        let log = AuditLog::open_with(path, "run-a", start, None, rotation).unwrap();
+        for i in 0..events {
+            log.record(
+                Event::new(EventKind::Swap)
+                    .secret("github_token")
+                    .host("api.github.com")
+                    .path(format!("/repos/acme/app/issues/{i}")),
+            )
+            .unwrap();
+        }
+        log.close().unwrap();
+    }
+
+    fn verdicts(paths: &[PathBuf]) -> Vec<(usize, Option<String>)> {
+        crate::audit::verify_logs(paths)
+            .unwrap()
+            .into_iter()
+            .map(|log| (log.runs.len(), log.broken.map(|b| b.to_string())))
+            .collect()
+    }
+
+    #[test]
+    fn a_copy_is_named_and_never_counted_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        write_log(&path, 3, false);
+        let copy = dir.path().join("copy.jsonl");
+        std::fs::copy(&path, &copy).unwrap();
+        let got = verdicts(&[path.clone(), copy.clone()]);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], (1, None));
+        let (runs, why) = &got[1];
+        assert_eq!(*runs, 0, "the copy's runs are not counted");
+        let why = why.as_deref().unwrap();
+        assert!(
+            why.contains("copy.jsonl: line 1") && why.contains("a copy"),
+            "{why}"
+        );
+
+        // One file under two names is one file: read once, and no break.
+        let link = dir.path().join("link.jsonl");
+        std::fs::hard_link(&path, &link).unwrap();
+        let symlink = dir.path().join("symlink.jsonl");
+        std::os::unix::fs::symlink(&path, &symlink).unwrap();
+        assert_eq!(verdicts(&[path, link, symlink]), [(1, None)]);
+    }
+
+    #[test]
+    fn two_files_continuing_one_segment_are_a_fork() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        write_log(&path, 60, true);
+        let second = dir.path().join("audit.jsonl.2");
+        let text = std::fs::read_to_string(&second).unwrap();
+        // Its first line edited (so it is no copy), its `prev` kept: a forged second segment.
+        let forged = text.replacen("/issues/", "/pulls/", 1);
+        assert_ne!(forged, text);
+        let fork = dir.path().join("forged.jsonl.2");
+        std::fs::write(&fork, forged).unwrap();
+        let got = verdicts(&[dir.path().to_owned()]);
+        let breaks: Vec<&str> = got.iter().filter_map(|(_, why)| why.as_deref()).collect();
+        assert_eq!(breaks.len(), 1, "{got:?}");
+        assert!(
+            breaks[0].contains("continues the same record as"),
+            "{}",
+            breaks[0]
+        );
     }
 }

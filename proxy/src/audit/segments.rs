@@ -72,14 +72,15 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
     let mut file = open_options().open(path).map_err(open_error)?;
     let meta = file.metadata().map_err(open_error)?;
     if !meta.is_file() || meta.len() == 0 {
+        let mut last = None;
         if meta.is_file() {
             set_private(&file).map_err(open_error)?;
+            // The active file is gone but its segments are not (a crash between rotation's
+            // rename and create, or the file removed by hand): the new run follows the
+            // last segment, so the log stays one chain and nothing before it can vanish.
+            last = last_segment_line(path).map_err(open_error)?;
         }
-        return Ok(Opened {
-            file,
-            len: 0,
-            last: None,
-        });
+        return Ok(Opened { file, len: 0, last });
     }
     let refuse = |why: &str| AuditError::NotAppendable {
         path: path.to_owned(),
@@ -107,14 +108,7 @@ pub(crate) fn rotate(path: &Path) -> io::Result<File> {
     let next = next_number(path)?;
     let mut segment = path.as_os_str().to_owned();
     segment.push(format!(".{next}"));
-    let segment = PathBuf::from(segment);
-    if segment.exists() {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("segment {} already exists", segment.display()),
-        ));
-    }
-    std::fs::rename(path, &segment)?;
+    rename_new(path, &PathBuf::from(segment))?;
     let mut options = open_options();
     options.create_new(true);
     let file = options.open(path)?;
@@ -127,16 +121,19 @@ pub(crate) fn rotate(path: &Path) -> io::Result<File> {
 
 /// One more than the highest `N` of the `PATH.N` files beside `path` (1 when none).
 fn next_number(path: &Path) -> io::Result<u64> {
+    highest_segment(path)?
+        .map_or(Some(1), |n| n.checked_add(1))
+        .ok_or_else(|| io::Error::other("no segment number is left after the highest"))
+}
+
+/// The highest `N` of the `PATH.N` files beside `path`.
+fn highest_segment(path: &Path) -> io::Result<Option<u64>> {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Err(io::Error::other("the audit log path has no file name"));
     };
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => dir.to_owned(),
-        None => PathBuf::from("."),
-    };
     let prefix = format!("{name}.");
-    let mut highest = 0;
-    for entry in std::fs::read_dir(dir)? {
+    let mut highest = None;
+    for entry in std::fs::read_dir(directory(path))? {
         let entry = entry?;
         let entry_name = entry.file_name();
         if let Some(n) = entry_name
@@ -144,12 +141,47 @@ fn next_number(path: &Path) -> io::Result<u64> {
             .strip_prefix(&prefix)
             .and_then(|n| n.parse::<u64>().ok())
         {
-            highest = highest.max(n);
+            highest = highest.max(Some(n));
         }
     }
-    highest
-        .checked_add(1)
-        .ok_or_else(|| io::Error::other("no segment number is left after the highest"))
+    Ok(highest)
+}
+
+/// SHA-256 of the last line of the highest segment beside `path`, when it ends with a
+/// whole audit record.
+fn last_segment_line(path: &Path) -> io::Result<Option<String>> {
+    let Some(n) = highest_segment(path)? else {
+        return Ok(None);
+    };
+    let mut segment = path.as_os_str().to_owned();
+    segment.push(format!(".{n}"));
+    let mut file = File::open(PathBuf::from(segment))?;
+    Ok(last_line(&mut file)?
+        .filter(|line| serde_json::from_slice::<Line>(line).is_ok())
+        .map(|line| line_hash(&line)))
+}
+
+fn directory(path: &Path) -> PathBuf {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => dir.to_owned(),
+        None => PathBuf::from("."),
+    }
+}
+
+/// Renames `from` to `to` only if `to` does not exist, in one step: a file that appears
+/// at `to` meanwhile is never overwritten.
+fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    use rustix::io::Errno;
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        // A kernel or filesystem without the flag: a hard link refuses an existing name too.
+        Err(Errno::NOSYS | Errno::INVAL) => {
+            std::fs::hard_link(from, to)?;
+            std::fs::remove_file(from)
+        }
+        Err(err) => Err(err.into()),
+    }
 }
 
 fn open_options() -> OpenOptions {
@@ -350,6 +382,58 @@ mod tests {
         let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
         assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
         assert_eq!(logs[0].runs.len(), 2);
+    }
+
+    #[test]
+    fn a_crash_between_rename_and_create_leaves_one_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let rotation = Rotation {
+            max_bytes: Some(MIN_SEGMENT_BYTES),
+            max_age: None,
+        };
+        run(&path, "run-a", 60, rotation);
+        // The writer renamed the active file and died before creating the next one.
+        let n = highest_segment(&path).unwrap().unwrap() + 1;
+        std::fs::rename(&path, dir.path().join(format!("audit.jsonl.{n}"))).unwrap();
+        run(&path, "run-b", 2, rotation);
+        let first: Line = serde_json::from_str(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            first.follows.is_some(),
+            "the new run follows the last segment"
+        );
+        let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
+        let runs: Vec<&str> = logs[0].runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(runs, ["run-a", "run-b"]);
+        // So the earlier run cannot vanish unnoticed: its last segment deleted is named.
+        std::fs::remove_file(dir.path().join(format!("audit.jsonl.{n}"))).unwrap();
+        let logs = verify_logs(&[dir.path().to_owned()]).unwrap();
+        assert!(logs.iter().any(|log| log.broken.is_some()), "{logs:?}");
+    }
+
+    #[test]
+    fn rotation_never_renames_over_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&from, "new\n").unwrap();
+        std::fs::write(&to, "kept\n").unwrap();
+        let err = rename_new(&from, &to).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), "kept\n");
+        assert_eq!(std::fs::read_to_string(&from).unwrap(), "new\n");
+        std::fs::remove_file(&to).unwrap();
+        rename_new(&from, &to).unwrap();
+        assert!(!from.exists());
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), "new\n");
     }
 
     #[test]

@@ -149,6 +149,34 @@ pub enum Break {
         /// The number of the line before, in the same file.
         previous: u64,
     },
+    /// A later file's first line, whose `prev` is not the SHA-256 of the last line of the
+    /// file before it.
+    #[error(
+        "prev does not match the SHA-256 of the last line of {}: a segment was edited, or one was dropped or inserted before this file",
+        previous.display()
+    )]
+    PrevFile {
+        /// The file before, in chain order.
+        previous: PathBuf,
+    },
+    /// A file that begins with the same line as another file given: a copy of it.
+    #[error(
+        "this file begins with the same record as {}: it is a copy (or a forged twin), counted once; pass each segment once",
+        of.display()
+    )]
+    Copy {
+        /// The file it repeats.
+        of: PathBuf,
+    },
+    /// A file that continues the same line as another file given: only one can.
+    #[error(
+        "this file continues the same record as {}: two files cannot both come after one line, so one of them is forged or from another copy of the log",
+        other.display()
+    )]
+    Fork {
+        /// The file that continues that line too.
+        other: PathBuf,
+    },
     /// A `start` in the middle of a run: its `follows` is missing or does not name the
     /// line before it.
     #[error(
@@ -260,14 +288,28 @@ pub(crate) fn scan_logs(
 ) -> Result<Vec<Log>, ChainError> {
     let chained = files::chain(paths)?;
     let mut logs = Vec::with_capacity(chained.len());
-    for (index, Chained { files }) in chained.into_iter().enumerate() {
+    for (index, Chained { files, conflict }) in chained.into_iter().enumerate() {
+        if let Some(why) = conflict {
+            logs.push(Log {
+                broken: Some(ChainError::Broken {
+                    file: files.first().cloned().unwrap_or_default(),
+                    line: 1,
+                    why,
+                }),
+                files,
+                runs: Vec::new(),
+            });
+            continue;
+        }
         let mut walk = Walk::default();
         let mut broken = None;
-        for (i, file) in files.iter().enumerate() {
-            if let Err(err) = walk.file(file, i == 0, |line| visit(index, line)) {
+        let mut previous: Option<&Path> = None;
+        for file in &files {
+            if let Err(err) = walk.file(file, previous, |line| visit(index, line)) {
                 broken = Some(err);
                 break;
             }
+            previous = Some(file);
         }
         if broken.is_none() && walk.runs.is_empty() && walk.current.is_none() {
             broken = Some(ChainError::Broken {
@@ -304,11 +346,12 @@ struct Run {
 }
 
 impl Walk {
-    /// Reads one file of the log, `first` when it is the log's first.
+    /// Reads one file of the log, after the file `previous` in chain order (none for the
+    /// log's first).
     fn file(
         &mut self,
         path: &Path,
-        first: bool,
+        previous: Option<&Path>,
         mut visit: impl FnMut(&Line),
     ) -> Result<(), ChainError> {
         let read_error = |source| ChainError::Read {
@@ -348,18 +391,21 @@ impl Walk {
             }
             let line: Line = serde_json::from_slice(bytes)
                 .map_err(|err| broken(Break::Malformed(printable(&err.to_string()))))?;
-            let place = match (number, first) {
-                (1, true) => Place::LogStart,
-                (1, false) => Place::FileStart,
+            let place = match (number, previous) {
+                (1, None) => Place::LogStart,
+                (1, Some(_)) => Place::FileStart,
                 _ => Place::Within,
             };
             self.line(&line, place)
-                .map_err(|why| match why {
-                    // Named by its line in this file, as a reader counts them.
-                    Break::Prev { .. } => Break::Prev {
+                .map_err(|why| match (why, previous) {
+                    // Named as a reader counts lines: within this file, or the file before.
+                    (Break::Prev { .. }, Some(previous)) if number == 1 => Break::PrevFile {
+                        previous: previous.to_owned(),
+                    },
+                    (Break::Prev { .. }, _) => Break::Prev {
                         previous: number - 1,
                     },
-                    why => why,
+                    (why, _) => why,
                 })
                 .map_err(broken)?;
             self.last = Some(line_hash(bytes));

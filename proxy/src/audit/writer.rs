@@ -181,7 +181,9 @@ impl AuditLog {
             since: Instant::now(),
             number: 1,
         };
-        let mut follows = opened.last;
+        // The line this run follows: the log's last, or (a log whose active file is gone)
+        // its last segment's.
+        let follows = opened.last;
         let mut file = opened.file;
         if follows.is_some() && segment.due() {
             // A log already past its bound: this run starts in a segment of its own.
@@ -191,9 +193,6 @@ impl AuditLog {
             })?;
             segment.bytes = 0;
             segment.since = Instant::now();
-        }
-        if opened.len == 0 {
-            follows = None;
         }
         AuditLog::start_with_sink(
             Box::new(file),

@@ -46,6 +46,7 @@ const TOP_REASONS: usize = 30;
 const TOP_NAMES: usize = 5;
 const TOP_DENIED: usize = 50;
 const TOP_RELOADS: usize = 50;
+const TOP_WITHHELD: usize = 100;
 
 /// What the report says, as `--json` writes it.
 #[derive(Debug, Clone, Serialize)]
@@ -70,10 +71,15 @@ pub struct Report {
     pub more_denied: More,
     /// `auth_fail` events by reason.
     pub auth_failures: Vec<Named>,
-    /// Variables the launcher withheld from its command, over every run.
+    /// Variables the launcher withheld from its command, over every run: the first
+    /// [`TOP_WITHHELD`] by name.
     pub withheld: Vec<String>,
+    /// How many more distinct variables were withheld.
+    pub more_withheld: u64,
     /// Values handed to the command (`materialize`), by secret and where.
     pub materialized: Vec<Named>,
+    /// Pairs beyond [`Report::materialized`].
+    pub more_materialized: More,
     /// `reload` events, the first [`TOP_RELOADS`].
     pub reloads: Vec<Reload>,
     /// Reloads beyond [`Report::reloads`].
@@ -440,7 +446,10 @@ impl Tally {
         let mut denied = named_pairs(self.denied);
         let more_denied = more(denied.iter().skip(TOP_DENIED).map(|d| d.count));
         denied.truncate(TOP_DENIED);
-        let materialized = named_pairs(self.materialized);
+        let mut materialized = named_pairs(self.materialized);
+        let more_materialized = more(materialized.iter().skip(TOP_DENIED).map(|m| m.count));
+        materialized.truncate(TOP_DENIED);
+        let more_withheld = self.withheld.len().saturating_sub(TOP_WITHHELD) as u64;
 
         let reloads_shown = self.reloads.len() as u64;
         Report {
@@ -454,8 +463,10 @@ impl Tally {
             denied,
             more_denied,
             auth_failures: top(self.auth_failures, TOP_REASONS),
-            withheld: self.withheld.into_iter().collect(),
+            withheld: self.withheld.into_iter().take(TOP_WITHHELD).collect(),
+            more_withheld,
             materialized,
+            more_materialized,
             reloads: self.reloads,
             more_reloads: More {
                 rows: self.reload_count - reloads_shown,

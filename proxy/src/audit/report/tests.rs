@@ -276,7 +276,9 @@ fn no_value_reaches_the_page() {
 fn the_page_stays_small_however_many_names_the_log_holds() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let log = AuditLog::open(&path, "run-big", start(&[])).unwrap();
+    let withheld: Vec<String> = (0..300).map(|i| format!("SOME_TOKEN_{i}")).collect();
+    let withheld: Vec<&str> = withheld.iter().map(String::as_str).collect();
+    let log = AuditLog::open(&path, "run-big", start(&withheld)).unwrap();
     for i in 0..20_000 {
         let event = match i % 4 {
             0 => Event::new(EventKind::Deny)
@@ -287,6 +289,9 @@ fn the_page_stays_small_however_many_names_the_log_holds() {
                 .host(format!("h{i}.example"))
                 .path(format!("/p/{i}"))
                 .reason(format!("reason-{}", i % 61)),
+            3 if i % 8 == 3 => Event::new(EventKind::Materialize)
+                .secret(format!("m{i}"))
+                .location("command"),
             _ => Event::new(EventKind::Swap)
                 .secret(format!("s{}", i % 97))
                 .host(format!("h{}.example", i % 89)),
@@ -303,7 +308,15 @@ fn the_page_stays_small_however_many_names_the_log_holds() {
     assert!(report.flows.len() <= TOP_FLOWS && report.more_flows.rows > 0);
     assert!(report.denied.len() <= TOP_DENIED && report.more_denied.events > 0);
     assert!(report.refusals.len() <= TOP_REASONS);
+    assert_eq!(report.withheld.len(), TOP_WITHHELD);
+    assert_eq!(report.more_withheld, 300 - TOP_WITHHELD as u64);
+    assert_eq!(report.materialized.len(), TOP_DENIED);
+    assert_eq!(report.more_materialized.rows, 2_500 - TOP_DENIED as u64);
     let html = report.to_html().unwrap();
+    assert!(
+        html.contains("and 200 more"),
+        "the page says what it left out"
+    );
     assert!(html.len() < 512 * 1024, "{} bytes", html.len());
 }
 

@@ -54,12 +54,25 @@ pub(super) struct Minutes {
     last: Option<(String, u64)>,
 }
 
+/// Whether `rest` is what sluice writes after a timestamp's minute: `:SS.mmmZ`.
+fn is_seconds(rest: &str) -> bool {
+    let b = rest.as_bytes();
+    b.len() == 8
+        && b[0] == b':'
+        && matches!(b[1], b'0'..=b'5')
+        && b[2].is_ascii_digit()
+        && b[3] == b'.'
+        && b[4..7].iter().all(u8::is_ascii_digit)
+        && b[7] == b'Z'
+}
+
 impl Minutes {
     /// Counts one line at `ts` (a line whose time cannot be read is not on the timeline).
     pub(super) fn add(&mut self, ts: &str, refusal: bool) {
         let prefix = ts.get(..16).unwrap_or(ts);
         let minute = match &self.last {
-            Some((text, minute)) if text == prefix => *minute,
+            // The minute is known from the line before; the rest must still be a time.
+            Some((text, minute)) if text == prefix && is_seconds(&ts[prefix.len()..]) => *minute,
             _ => {
                 let Ok(at) = humantime::parse_rfc3339(ts) else {
                     return;
@@ -159,6 +172,17 @@ mod tests {
     fn unreadable_times_are_left_off() {
         let mut minutes = Minutes::default();
         minutes.add("yesterday", false);
-        assert!(minutes.into_timeline().buckets.is_empty());
+        // A line sharing the line before's minute but no time after it is not counted.
+        minutes.add("2026-12-02T10:00:01.000Z", false);
+        for bad in [
+            "2026-12-02T10:00",
+            "2026-12-02T10:00:99.000Z",
+            "2026-12-02T10:00:<b>",
+        ] {
+            minutes.add(bad, true);
+        }
+        let timeline = minutes.into_timeline();
+        assert_eq!(timeline.buckets.iter().map(|b| b.events).sum::<u64>(), 1);
+        assert_eq!(timeline.buckets.iter().map(|b| b.refusals).sum::<u64>(), 0);
     }
 }
