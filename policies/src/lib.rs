@@ -62,7 +62,7 @@ pub use model::{
     part_secret_name, placeholder_name,
 };
 pub use placeholder::{MintError, NONCE_BYTES, Placeholders};
-pub use policy::{Denied, Loaded, Policy, Reach};
+pub use policy::{DeclarationFile, Denied, Loaded, Policy, Reach};
 /// The guard's limits, which validation checks a declaration against: defined once, in
 /// sluice-guard.
 pub use sluice_guard::{MIN_PLACEHOLDER_LEN, MIN_VALUE_LEN};

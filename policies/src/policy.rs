@@ -48,6 +48,83 @@ pub struct Policy {
     sha256: String,
 }
 
+/// A declaration file read whole and not yet parsed: what a reload compares with the file
+/// in force before paying for a parse and check that would give the same answer.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("sluice-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let path = dir.join("policy.yaml");
+/// std::fs::write(&path, "version: 1\negress:\n  allow: [pypi.org]\n").unwrap();
+/// let first = sluice_policies::DeclarationFile::read(&path)?;
+/// let again = sluice_policies::DeclarationFile::read(&path)?;
+/// assert_eq!(first.digest(), again.digest());
+/// let loaded = first.parse()?;
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), sluice_policies::Diagnostics>(())
+/// ```
+pub struct DeclarationFile {
+    path: std::path::PathBuf,
+    bytes: Zeroizing<Vec<u8>>,
+}
+
+impl DeclarationFile {
+    /// Reads the file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// One diagnostic at line 1 when it cannot be read.
+    pub fn read(path: &Path) -> Result<Self, Diagnostics> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Self {
+                path: path.to_owned(),
+                bytes: Zeroizing::new(bytes),
+            }),
+            Err(e) => Err(Self::unreadable(path, e.kind().to_string())),
+        }
+    }
+
+    /// SHA-256 of the bytes read, literals and all: to compare with another read of a
+    /// declaration, never to show (what the audit log shows is [`Policy::sha256_hex`]).
+    pub fn digest(&self) -> [u8; 32] {
+        use sha2::Digest;
+        sha2::Sha256::digest(self.bytes.as_slice()).into()
+    }
+
+    /// Parses and validates what was read, as [`Policy::load`] does.
+    ///
+    /// # Errors
+    ///
+    /// Every diagnostic (errors and warnings) when the text is not UTF-8 or holds an error.
+    pub fn parse(&self) -> Result<Loaded, Diagnostics> {
+        let Ok(source) = std::str::from_utf8(&self.bytes) else {
+            return Err(Self::unreadable(
+                &self.path,
+                "not UTF-8 text, expected YAML or JSON".to_owned(),
+            ));
+        };
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty());
+        Policy::parse_in(source, &self.path.display().to_string(), dir)
+    }
+
+    /// The masked fingerprint of what was read ([`crate::fingerprint`]), when it parses.
+    pub fn fingerprint(&self) -> Option<String> {
+        std::str::from_utf8(&self.bytes)
+            .ok()
+            .and_then(crate::fingerprint)
+    }
+
+    fn unreadable(path: &Path, reason: String) -> Diagnostics {
+        Diagnostics(vec![Diagnostic {
+            file: path.display().to_string(),
+            line: 1,
+            column: 1,
+            path: String::new(),
+            problem: Problem::Unreadable { reason },
+        }])
+    }
+}
+
 /// A policy and the warnings its declaration produced.
 #[derive(Debug)]
 pub struct Loaded {
@@ -100,34 +177,7 @@ impl Policy {
     /// Every diagnostic (errors and warnings) when the file cannot be read or holds an
     /// error; a file that cannot be read is one diagnostic at line 1.
     pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
-        let name = path.display().to_string();
-        let bytes = match std::fs::read(path) {
-            Ok(b) => Zeroizing::new(b),
-            Err(e) => {
-                return Err(Diagnostics(vec![Diagnostic {
-                    file: name,
-                    line: 1,
-                    column: 1,
-                    path: String::new(),
-                    problem: Problem::Unreadable {
-                        reason: e.kind().to_string(),
-                    },
-                }]));
-            }
-        };
-        let Ok(source) = std::str::from_utf8(&bytes) else {
-            return Err(Diagnostics(vec![Diagnostic {
-                file: name,
-                line: 1,
-                column: 1,
-                path: String::new(),
-                problem: Problem::Unreadable {
-                    reason: "not UTF-8 text, expected YAML or JSON".into(),
-                },
-            }]));
-        };
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        Self::parse_in(source, &name, dir)
+        DeclarationFile::read(path)?.parse()
     }
 
     /// Validates a declaration held in memory; `file_name` is used in diagnostics.

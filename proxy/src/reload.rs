@@ -20,13 +20,15 @@
 //! - Change a placeholder the sandbox holds: a secret still declared keeps its own.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use sluice_ca::RunCa;
 use sluice_guard::{Guard, Placeholder, SecretValue};
-use sluice_policies::{Placeholders, Policy, ResolvedSecret, SourceError};
+use sluice_policies::{
+    DeclarationFile, Diagnostics, Placeholders, Policy, ResolvedSecret, SourceError,
+};
 use zeroize::Zeroizing;
 
 use crate::signing::Signers;
@@ -42,6 +44,10 @@ pub(crate) struct Declared {
     /// The SHA-256 of what the guard was built from (`GuardInput`): a reload whose
     /// secrets, placeholders and values are all unchanged keeps the guard.
     guard_input: [u8; 32],
+    /// The SHA-256 of the declaration file's bytes this generation was parsed from (none
+    /// for the first: its file was read by whoever started the proxy, maybe before a
+    /// change): a reload of the same bytes keeps the policy, parsed and checked already.
+    file_digest: Option<[u8; 32]>,
 }
 
 /// Why a reload was refused (the generation in force stays). Never holds a value: the
@@ -129,7 +135,7 @@ impl Live {
     pub(crate) fn start(policy: Policy, path: Option<PathBuf>) -> Result<Self, ReloadError> {
         let mut known = Known::default();
         let placeholders = policy.try_mint_placeholders()?;
-        let declared = build(policy, placeholders, &mut known, None)?;
+        let declared = build(Arc::new(policy), placeholders, &mut known, None)?;
         Ok(Self {
             current: ArcSwap::from_pointee(declared),
             known: Mutex::new(known),
@@ -153,20 +159,31 @@ impl Live {
     pub(crate) fn reload(&self, ca: &RunCa) -> Result<Arc<Declared>, ReloadError> {
         let path = self.path.as_deref().ok_or(ReloadError::NoFile)?;
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = self.current.load_full();
         // The diagnostic may quote the file: through the guard in force before it goes to
         // a log line, an HTTP answer or the audit log.
-        let policy = load(path).map_err(|error| match error {
+        let refused = |error: ReloadError| match error {
             ReloadError::Declaration { first, sha256 } => ReloadError::Declaration {
-                first: self.current.load().guard.redact_str(&first),
+                first: previous.guard.redact_str(&first),
                 sha256,
             },
             other => other,
-        })?;
-        for pattern in ca_patterns(&policy) {
-            if !ca.covers(&pattern).unwrap_or(false) {
-                return Err(ReloadError::Uncovered { pattern });
+        };
+        let file = DeclarationFile::read(path).map_err(|d| refused(declaration_error(&d, None)))?;
+        let file_digest = file.digest();
+        // The bytes in force already: the same parse and check would follow, so only the
+        // sources are read again (a rotated value is one of theirs).
+        let policy = if previous.file_digest == Some(file_digest) {
+            previous.policy.clone()
+        } else {
+            let policy = parse(&file).map_err(refused)?;
+            for pattern in ca_patterns(&policy) {
+                if !ca.covers(&pattern).unwrap_or(false) {
+                    return Err(ReloadError::Uncovered { pattern });
+                }
             }
-        }
+            Arc::new(policy)
+        };
         // Every placeholder the run has handed out, of secrets declared now or before: a
         // secret declared again gets back the one the sandbox may still hold.
         let earlier: Placeholders = known
@@ -175,8 +192,9 @@ impl Live {
             .map(|(name, k)| (name.clone(), k.placeholder.clone()))
             .collect();
         let placeholders = policy.try_mint_placeholders_after(&earlier)?;
-        let previous = self.current.load_full();
-        let next = Arc::new(build(policy, placeholders, &mut known, Some(&previous))?);
+        let mut next = build(policy, placeholders, &mut known, Some(&previous))?;
+        next.file_digest = Some(file_digest);
+        let next = Arc::new(next);
         self.current.store(next.clone());
         self.announce.send_replace(next.generation);
         Ok(next)
@@ -235,28 +253,28 @@ pub(crate) fn ca_patterns(policy: &Policy) -> Vec<String> {
         .collect()
 }
 
-/// Reads and checks the declaration at `path`.
-fn load(path: &Path) -> Result<Policy, ReloadError> {
-    match Policy::load(path) {
+/// Parses and checks a declaration file read again.
+fn parse(file: &DeclarationFile) -> Result<Policy, ReloadError> {
+    match file.parse() {
         Ok(loaded) => {
             for warning in &loaded.warnings {
                 tracing::warn!("{warning}");
             }
             Ok(loaded.policy)
         }
-        Err(diagnostics) => {
-            let first = diagnostics
-                .0
-                .first()
-                .map(|d| d.to_string().lines().next().unwrap_or_default().to_owned())
-                .unwrap_or_else(|| "the declaration does not pass check".to_owned());
-            // Masked as the start record's is; a file that does not parse has none.
-            let sha256 = std::fs::read_to_string(path)
-                .ok()
-                .and_then(|text| sluice_policies::fingerprint(&text));
-            Err(ReloadError::Declaration { first, sha256 })
-        }
+        Err(diagnostics) => Err(declaration_error(&diagnostics, file.fingerprint())),
     }
+}
+
+/// A refused declaration: its first diagnostic's first line, and the file's masked
+/// fingerprint (none when it does not parse, or could not be read).
+fn declaration_error(diagnostics: &Diagnostics, sha256: Option<String>) -> ReloadError {
+    let first = diagnostics
+        .0
+        .first()
+        .map(|d| d.to_string().lines().next().unwrap_or_default().to_owned())
+        .unwrap_or_else(|| "the declaration does not pass check".to_owned());
+    ReloadError::Declaration { first, sha256 }
 }
 
 /// What one guard is built from, in order: each secret's name, placeholder, value and
@@ -358,7 +376,7 @@ fn guard_input<'a>(resolved: &'a [ResolvedSecret], known: &'a Known) -> GuardInp
 /// (the guard in force reused when none of that changed: a reload that changes grants
 /// only), the signers; `known` learns the new values only once everything succeeded.
 fn build(
-    policy: Policy,
+    policy: Arc<Policy>,
     placeholders: Placeholders,
     known: &mut Known,
     previous: Option<&Declared>,
@@ -374,17 +392,20 @@ fn build(
     drop(input);
     known.learn(&resolved);
     Ok(Declared {
-        policy: Arc::new(policy),
+        policy,
         guard,
         signers,
         placeholders,
         generation: previous.map_or(0, |p| p.generation + 1),
         guard_input: digest,
+        file_digest: None,
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use sluice_ca::CaConfig;
 
     use super::*;
@@ -474,6 +495,9 @@ mod tests {
         f.write("b", "value-b-0001-second");
         let rotated = f.live.reload(&f.ca).unwrap();
         assert!(!Arc::ptr_eq(&regranted.guard, &rotated.guard));
+        // The declaration's bytes as they were: its parse and check are kept, and the
+        // sources were read all the same (the rotation above).
+        assert!(Arc::ptr_eq(&regranted.policy, &rotated.policy));
         // Unchanged again from there: kept, the retired value with it.
         let again = f.live.reload(&f.ca).unwrap();
         assert!(Arc::ptr_eq(&rotated.guard, &again.guard));

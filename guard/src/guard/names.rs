@@ -3,8 +3,34 @@
 //! case. HTTP stacks lowercase names, where the exact scan would miss a value or a
 //! placeholder spelled into one.
 
+use zeroize::Zeroizing;
+
 use super::Guard;
 use crate::SecretId;
+
+/// Text as the name automaton is searched: ASCII-lowercased (it holds its patterns so),
+/// copied only when it has a capital letter, and the copy zeroized (it may hold a value).
+enum Lowercased<'a> {
+    Already(&'a [u8]),
+    Copied(Zeroizing<Vec<u8>>),
+}
+
+impl Lowercased<'_> {
+    fn of(text: &[u8]) -> Lowercased<'_> {
+        if text.iter().any(u8::is_ascii_uppercase) {
+            Lowercased::Copied(Zeroizing::new(text.to_ascii_lowercase()))
+        } else {
+            Lowercased::Already(text)
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Lowercased::Already(text) => text,
+            Lowercased::Copied(copy) => copy,
+        }
+    }
+}
 
 impl Guard {
     /// The secret whose value (in any encoding) a header or trailer *name* holds, ignoring
@@ -76,9 +102,11 @@ impl Guard {
         if text.len() < self.shortest_name_pattern {
             return None;
         }
+        // Lowercasing keeps every byte's place: offsets found in `folded` are `text`'s.
+        let folded = Lowercased::of(text);
         let mut hits: Vec<(usize, usize, SecretId)> = self
             .names
-            .find_overlapping_iter(text)
+            .find_overlapping_iter(folded.bytes())
             .filter_map(|m| {
                 let (secret, is_placeholder) = self.name_secrets[m.pattern().as_usize()];
                 (!is_placeholder).then_some((m.start(), m.end(), secret))
@@ -109,12 +137,78 @@ impl Guard {
         if name.len() < self.shortest_name_pattern {
             return found;
         }
-        for m in self.names.find_overlapping_iter(name) {
+        let folded = Lowercased::of(name);
+        for m in self.names.find_overlapping_iter(folded.bytes()) {
             let (secret, is_placeholder) = self.name_secrets[m.pattern().as_usize()];
             if is_placeholder == placeholders && !found.contains(&secret) {
                 found.push(secret);
             }
         }
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use crate::encoding::Encoding;
+    use crate::{Guard, Placeholder, SecretId, SecretValue};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// The lowercased automaton finds exactly the secrets a naive case-blind search of
+        /// every value form finds, whatever the case of the name.
+        #[test]
+        fn names_match_as_a_case_blind_search_would(
+            values in proptest::collection::vec("[A-Za-z0-9+/=_-]{8,16}", 1..4),
+            picks in proptest::collection::vec((0usize..4, 0usize..16, any::<bool>()), 0..6),
+            flips in proptest::collection::vec(any::<bool>(), 64),
+        ) {
+            let mut builder = Guard::builder();
+            let mut forms = Vec::new();
+            for (i, value) in values.iter().enumerate() {
+                let name = format!("s{i}");
+                let nonce = [u8::try_from(i).unwrap(); crate::NONCE_LEN];
+                let Ok(id) = builder.add(name.clone(), Placeholder::mint(&name, &nonce), SecretValue::new(value.clone().into_bytes())) else {
+                    return Ok(());
+                };
+                let texts: Vec<Vec<u8>> = Encoding::ALL
+                    .iter()
+                    .filter_map(|e| e.apply(value.as_bytes()).map(|t| t.to_vec()))
+                    .collect();
+                forms.push((id, texts));
+            }
+            // Values that contain each other or collide are refused: nothing to compare.
+            let Ok(guard) = builder.build() else { return Ok(()) };
+            // A name made of pieces of the values' forms, its letters' case flipped at random.
+            let mut name = b"x-".to_vec();
+            for (secret, form, whole) in picks {
+                let Some((_, texts)) = forms.get(secret % forms.len()) else { continue };
+                let text = &texts[form % texts.len()];
+                let piece = if whole { &text[..] } else { &text[..text.len() / 2] };
+                name.extend_from_slice(piece);
+                name.push(b'-');
+            }
+            for (byte, flip) in name.iter_mut().zip(flips.iter().cycle()) {
+                if *flip && byte.is_ascii_alphabetic() {
+                    *byte ^= 0x20;
+                }
+            }
+            let lower = name.to_ascii_lowercase();
+            let mut expected: Vec<SecretId> = forms
+                .iter()
+                .filter(|(_, texts)| texts.iter().any(|t| {
+                    let t = t.to_ascii_lowercase();
+                    lower.windows(t.len()).any(|w| w == t.as_slice())
+                }))
+                .map(|(id, _)| *id)
+                .collect();
+            let mut found = guard.values_in_name(&name);
+            expected.sort_unstable();
+            found.sort_unstable();
+            prop_assert_eq!(found, expected);
+        }
     }
 }
