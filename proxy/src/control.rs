@@ -101,6 +101,7 @@ impl Control {
         let gauges = Gauges {
             connections_open: (max.saturating_sub(shared.connections.available_permits())) as u64,
             upstream_dials: shared.upstream.dials(),
+            upstream_idle: shared.upstream.idle_http1(),
             audit_queue: shared.audit.queued() as u64,
             audit_write_failures: shared.audit.write_failures(),
             leaves_cached: self.ca.cached_count() as u64,

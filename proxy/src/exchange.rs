@@ -153,9 +153,10 @@ impl Exchange {
     pub(crate) fn reporter(
         &self,
         location: &'static str,
-    ) -> impl FnOnce(&Tally, Option<Refusal>) + Send + 'static {
+    ) -> impl FnOnce(&Tally, Option<Refusal>, u64) + Send + 'static {
         let exchange = self.clone();
-        move |tally: &Tally, cut: Option<Refusal>| {
+        move |tally: &Tally, cut: Option<Refusal>, scanned: u64| {
+            exchange.shared.counters.scanned(scanned);
             exchange.record_tally(location, tally);
             exchange.record_redactions(location, tally);
             if let Some(refusal) = cut {

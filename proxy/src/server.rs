@@ -25,7 +25,7 @@ use crate::auth::Credentials;
 use crate::config::ProxyConfig;
 use crate::shared::{Shared, until_stopped};
 use crate::tls::Terminator;
-use crate::upstream::{Upstream, UpstreamConfig};
+use crate::upstream::{Upstream, UpstreamConfig, allow_ips_of};
 
 /// Why the proxy could not start. Names the failing part; never a secret value.
 #[derive(Debug, thiserror::Error)]
@@ -183,11 +183,11 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         pins.insert(name, ip);
     }
     let metrics = Arc::new(Metrics::default());
-    // The address policy follows the declaration in force, as every new dial does.
-    let allow_live = live.clone();
+    // The first generation's address policy; each later one gets its own leg
+    // (`Shared::current`).
     let upstream = Upstream::new(UpstreamConfig {
         pins,
-        allow_ips: Arc::new(move |ip| allow_live.current().policy.ip_allowed(ip)),
+        allow_ips: allow_ips_of(declared.policy.clone()),
         own_listeners: std::iter::once(addr)
             .chain(transparent)
             .chain(admin.as_ref().map(|(_, addr, _)| *addr))

@@ -23,7 +23,7 @@ use crate::metrics::Counters;
 use crate::reload::Live;
 use crate::signing::Signers;
 use crate::tls::Terminator;
-use crate::upstream::Upstream;
+use crate::upstream::{Upstream, allow_ips_of};
 
 /// Held by every task serving a client connection or a tunnel that came out of it; the
 /// connection slot is free again when the last one is dropped.
@@ -85,7 +85,11 @@ impl Shared {
             counters: self.counters.clone(),
             credentials: self.credentials.clone(),
             terminator: self.terminator.clone(),
-            upstream: self.upstream.clone(),
+            // Its own address policy and pools: nothing dialled under the generation
+            // before is reused under this one.
+            upstream: self
+                .upstream
+                .for_generation(allow_ips_of(declared.policy.clone())),
             audit: self.audit.clone(),
             limits: self.limits,
             connections: self.connections.clone(),

@@ -618,7 +618,7 @@ fuzz_target!(|case: Case| {
         &mut parts,
         Frames(frames),
         &stopped_body,
-        |_tally, _cut| {},
+        |_tally, _cut, _scanned| {},
     ));
     let mut streamed: Body = match scanned {
         Ok(body) => body,

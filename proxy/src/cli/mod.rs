@@ -74,6 +74,11 @@ pub(crate) struct TerminalExecArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,
+    // Last: each sets a help heading that holds for every argument after it.
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
 }
 
 /// Arguments of `sluice check`.
@@ -122,6 +127,11 @@ pub(crate) struct RunArgs {
     /// The command and its arguments, after `--`; passed as given, never through a shell.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,
+    // Last: each sets a help heading that holds for every argument after it.
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
 }
 
 /// Arguments of `sluice serve`.
@@ -147,6 +157,11 @@ pub(crate) struct ServeArgs {
     /// docs/kubernetes.md): each is named by its TLS server name and served as a CONNECT.
     #[arg(long, value_name = "ADDR")]
     pub(crate) transparent: Option<SocketAddr>,
+    // Last: each sets a help heading that holds for every argument after it.
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
 }
 
 /// What `run` and `serve` both take: the declaration, and how upstreams are reached.
@@ -169,14 +184,11 @@ pub(crate) struct ProxyArgs {
     /// How sluice's own log lines (stderr) are written: text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
-    #[command(flatten)]
-    pub(crate) limits: LimitArgs,
-    #[command(flatten)]
-    pub(crate) rotation: RotationArgs,
 }
 
 /// When the audit log rotates into numbered segments (docs/audit-log.md, Rotation).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Audit log rotation")]
 pub(crate) struct RotationArgs {
     /// Rotate the audit log into a numbered segment (FILE.1, FILE.2, ...) once it holds
     /// this many bytes (at least 4096); each segment's first line chains to the last.
@@ -217,6 +229,7 @@ pub(crate) enum LogFormat {
 
 /// Every limit of the proxy, as a flag; each default is the proxy's own (`Limits`).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Limits")]
 pub(crate) struct LimitArgs {
     /// Concurrent client connections (tunnels count against their connection).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
@@ -510,7 +523,7 @@ mod tests {
             panic!("serve");
         };
         assert_eq!(
-            format!("{:?}", args.proxy.limits.limits()),
+            format!("{:?}", args.limits.limits()),
             format!("{:?}", Limits::default())
         );
         assert_eq!(args.proxy.log_format, LogFormat::Text);
@@ -532,7 +545,7 @@ mod tests {
         let Command::Run(args) = parsed.command else {
             panic!("run");
         };
-        let limits = args.proxy.limits.limits();
+        let limits = args.limits.limits();
         assert_eq!(limits.drain_timeout, Duration::from_secs(90));
         assert_eq!(limits.max_connections, 8);
         assert_eq!(args.proxy.log_format, LogFormat::Json);

@@ -18,14 +18,14 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             .audit_log
             .clone()
             .unwrap_or_else(|| "sluice-audit.jsonl".into()),
-        audit_rotation: args.proxy.rotation.rotation(),
+        audit_rotation: args.rotation.rotation(),
         upstream_ca: args.proxy.upstream_ca.clone(),
         resolve: args.proxy.pins(),
         pass_env: args.pass_env.clone(),
         clear_env: args.clear_env,
         jail: !args.no_jail,
         policy_path: args.proxy.policy.clone(),
-        limits: args.proxy.limits.limits(),
+        limits: args.limits.limits(),
         watch_files: args.watch,
         admin: args.proxy.admin.map(|addr| {
             let file = args

@@ -35,13 +35,13 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
         .clone()
         .unwrap_or_else(|| args.run_dir.join("audit.jsonl"));
     let mut config = ProxyConfig::new(policy, args.listen, audit_log);
-    config.audit_rotation = args.proxy.rotation.rotation();
+    config.audit_rotation = args.rotation.rotation();
     config.upstream_ca = args.proxy.upstream_ca.clone();
     config.workers = default_workers();
     config.resolve = args.proxy.pins();
     config.policy_path = Some(args.proxy.policy.clone());
     config.admin = args.proxy.admin;
-    config.limits = args.proxy.limits.limits();
+    config.limits = args.limits.limits();
     config.watch_files = !args.no_watch;
     if let Some(address) = args.transparent {
         match std::net::TcpListener::bind(address) {

@@ -50,15 +50,16 @@ pub struct BodyStep<'a> {
 }
 
 /// The request body on its way out: scanned as it streams, or buffered up to the bound and
-/// rewritten whole (see [`Buffering`]). `report` gets what was swapped and kept, once, and
-/// the refusal a streamed body was cut short by, if sluice cut it; a streamed body that a
+/// rewritten whole (see [`Buffering`]). `report` gets what was swapped and kept, once, the
+/// refusal a streamed body was cut short by, if sluice cut it, and how many (decoded) bytes
+/// the guard scanned; a streamed body that a
 /// refusal stopped also leaves that refusal in `stopped`.
 pub async fn scan<B>(
     step: BodyStep<'_>,
     parts: &mut Parts,
     incoming: B,
     stopped: &StoppedBody,
-    report: impl FnOnce(&Tally, Option<Refusal>) + Send + 'static,
+    report: impl FnOnce(&Tally, Option<Refusal>, u64) + Send + 'static,
 ) -> Result<Body, Refusal>
 where
     B: http_body::Body<Data = Bytes> + Send + Sync + 'static,
@@ -142,7 +143,7 @@ where
         let rewritten = guard
             .rewrite(&decoded, &plan)
             .map_err(|e| outbound.refusal(e, &Place::Body))?;
-        report(rewritten.tally(), None);
+        report(rewritten.tally(), None, decoded.len() as u64);
         let mut bytes = rewritten.into_bytes();
         if !codings.is_empty() {
             let mut encoded = Vec::new();
@@ -168,7 +169,7 @@ where
         move |outcome: Outcome| {
             let cut = outcome.end.as_refusal(Leg::Request);
             stopped.set(&outcome.end, cut.is_some());
-            report(&outcome.tally, cut);
+            report(&outcome.tally, cut, outcome.scanned);
         }
     };
     let mut streamed = RewriteBody::new(boxed(incoming), guard.clone(), plan, report)
@@ -287,7 +288,9 @@ egress:
             .body(())
             .unwrap()
             .into_parts();
-        let incoming = Full::new(Bytes::from(format!("first chunk, t={placeholder}")));
+        let text = format!("first chunk, t={placeholder}");
+        let length = text.len() as u64;
+        let incoming = Full::new(Bytes::from(text));
         let limits = Limits::default();
         let step = BodyStep {
             outbound: &outbound,
@@ -298,9 +301,13 @@ egress:
         };
         let stopped = StoppedBody::default();
         let reported: Arc<Mutex<Option<Option<Refusal>>>> = Arc::default();
+        let scanned = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let report = {
-            let reported = reported.clone();
-            move |_: &Tally, cut: Option<Refusal>| *reported.lock().unwrap() = Some(cut)
+            let (reported, scanned) = (reported.clone(), scanned.clone());
+            move |_: &Tally, cut: Option<Refusal>, bytes: u64| {
+                scanned.store(bytes, std::sync::atomic::Ordering::Relaxed);
+                *reported.lock().unwrap() = Some(cut);
+            }
         };
         let body = scan(step, &mut parts, incoming, &stopped, report)
             .await
@@ -320,5 +327,7 @@ egress:
         assert_eq!(cut.location.as_deref(), Some("body"));
         assert!(stopped.was_cut());
         assert!(stopped.take().is_some());
+        // Every byte fed to the guard is counted for the metrics, up to the cut.
+        assert_eq!(scanned.load(std::sync::atomic::Ordering::Relaxed), length);
     }
 }

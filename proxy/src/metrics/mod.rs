@@ -48,6 +48,8 @@ pub(crate) struct Counters {
     tls_failures: AtomicU64,
     /// Audit events that could not be queued.
     audit_failures: AtomicU64,
+    /// Body bytes the guard scanned (decoded), both ways.
+    scanned: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -97,6 +99,11 @@ impl Counters {
     /// Counts an audit event that could not be queued.
     pub(crate) fn audit_failure(&self) {
         self.audit_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts body bytes the guard scanned.
+    pub(crate) fn scanned(&self, bytes: u64) {
+        self.scanned.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Records how long a request took to its response head.
@@ -154,6 +161,7 @@ impl Metrics {
             sum.tls_handshakes += counters.tls_handshakes.load(Ordering::Relaxed);
             sum.tls_failures += counters.tls_failures.load(Ordering::Relaxed);
             sum.audit_failures += counters.audit_failures.load(Ordering::Relaxed);
+            sum.scanned += counters.scanned.load(Ordering::Relaxed);
         }
         sum.reloads_ok = self.reloads_ok.load(Ordering::Relaxed);
         sum.reloads_refused = self.reloads_refused.load(Ordering::Relaxed);
@@ -177,6 +185,7 @@ struct Sum {
     tls_handshakes: u64,
     tls_failures: u64,
     audit_failures: u64,
+    scanned: u64,
     reloads_ok: u64,
     reloads_refused: u64,
 }

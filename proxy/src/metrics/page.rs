@@ -21,6 +21,8 @@ pub(crate) struct Gauges {
     pub(crate) connections_open: u64,
     /// TCP connections dialled upstream.
     pub(crate) upstream_dials: u64,
+    /// Idle keep-alive connections in the HTTP/1.1 upstream pools.
+    pub(crate) upstream_idle: u64,
     /// Audit events waiting for the writer thread.
     pub(crate) audit_queue: u64,
     /// Audit writes that failed.
@@ -172,6 +174,12 @@ impl Collector for Page {
         )?;
         counter(
             &mut encoder,
+            "sluice_scanned_bytes",
+            "Body bytes the guard scanned, requests and responses, as decoded (headers not counted).",
+            sum.scanned,
+        )?;
+        counter(
+            &mut encoder,
             "sluice_audit_write_failures",
             "Audit writes that failed, and events refused by a failed log; after the first, sluice refuses to proxy.",
             g.audit_write_failures + sum.audit_failures,
@@ -187,6 +195,12 @@ impl Collector for Page {
             "sluice_connections_open",
             "Client connections open now.",
             g.connections_open,
+        )?;
+        gauge(
+            &mut encoder,
+            "sluice_upstream_idle_connections",
+            "Idle keep-alive connections in the HTTP/1.1 upstream pools (HTTP/2's pool does not tell).",
+            g.upstream_idle,
         )?;
         gauge(
             &mut encoder,

@@ -17,11 +17,14 @@ fn every_workers_counts_are_summed_into_one_page() {
     a.tls_handshake(true);
     b.tls_handshake(false);
     a.request_took(Duration::from_millis(3));
+    a.scanned(1000);
+    b.scanned(24);
     metrics.reload(true);
     metrics.reload(false);
     metrics.reload(false);
     let page = metrics.encode(&Gauges {
         connections_open: 2,
+        upstream_idle: 3,
         audit_healthy: true,
         secrets: 1,
         ..Gauges::default()
@@ -41,6 +44,8 @@ fn every_workers_counts_are_summed_into_one_page() {
         "sluice_request_duration_seconds_bucket{le=\"0.005\"} 1",
         "sluice_request_duration_seconds_bucket{le=\"0.0025\"} 0",
         "sluice_connections_open 2",
+        "sluice_scanned_bytes_total 1024",
+        "sluice_upstream_idle_connections 3",
         "sluice_audit_write_failures_total 0",
         "sluice_audit_healthy 1",
         "# TYPE sluice_request_duration_seconds histogram",

@@ -160,7 +160,7 @@ fn redact_streamed(
     let mut redacted = RewriteBody::redacting(inner, shared.guard.clone(), move |o: Outcome| {
         // A body sluice cut (a decompression bomb, a gRPC message it cannot scan) is a
         // refusal the client sees only as a cut stream: the audit log has it.
-        report(&o.tally, o.end.as_refusal(Leg::Response));
+        report(&o.tally, o.end.as_refusal(Leg::Response), o.scanned);
     });
     if !codings.is_empty() {
         let decoder = Decoder::new(codings, shared.limits.max_decoded_body).map_err(|e| {

@@ -88,6 +88,8 @@ pub(crate) struct RewriteBody {
     state: State,
     bytes_in: u64,
     bytes_out: u64,
+    /// Bytes fed to the guard (decoded), for the metrics.
+    scanned: u64,
     /// Only ever reached through `&mut self` (`get_mut`, no locking): the mutex is there so
     /// that the body is `Sync`, as `BoxBody` requires, without asking the callback to be.
     report: Mutex<Option<Report>>,
@@ -187,6 +189,7 @@ impl RewriteBody {
             state: State::Streaming,
             bytes_in: 0,
             bytes_out: 0,
+            scanned: 0,
             report: Mutex::new(Some(Box::new(report))),
         }
     }
@@ -258,6 +261,7 @@ impl RewriteBody {
                 let used = decoder.decode_some(&self.pending, &mut self.decoded, SLICE)?;
                 self.pending.advance(used);
                 self.draining = self.decoded.len() == SLICE;
+                self.scanned += self.decoded.len() as u64;
                 out.reserve(self.decoded.len() + rewriter.held_back());
                 let mut scan = Scan {
                     rewriter,
@@ -270,6 +274,7 @@ impl RewriteBody {
             }
             None => {
                 let slice = self.pending.split_to(self.pending.len().min(SLICE));
+                self.scanned += slice.len() as u64;
                 out.reserve(slice.len() + rewriter.held_back());
                 let mut scan = Scan {
                     rewriter,
@@ -323,6 +328,7 @@ impl RewriteBody {
             let decoded = decoder.finish(&mut self.decoded);
             self.body_tally = rewriter.tally().clone();
             decoded?;
+            self.scanned += self.decoded.len() as u64;
             Scan {
                 rewriter: &mut rewriter,
                 messages: self.messages.as_mut(),
@@ -469,6 +475,7 @@ impl RewriteBody {
             end,
             bytes_in: self.bytes_in,
             bytes_out: self.bytes_out,
+            scanned: self.scanned,
         });
     }
 }

@@ -83,7 +83,7 @@ impl Dialer {
         let name = ServerName::try_from(host.to_owned())
             .map_err(|_| UpstreamError::BadTarget(host.to_owned()))?;
         let handshake = TlsConnector::from(config).connect(name, tcp);
-        let stream = tokio::time::timeout(self.timeouts.tls, handshake)
+        let stream = tokio::time::timeout(self.common.timeouts.tls, handshake)
             .await
             .map_err(|_| UpstreamError::TlsTimeout {
                 host: host.to_owned(),
@@ -98,8 +98,14 @@ impl Dialer {
     /// Resolves, checks and dials `host:port`, trying each checked address in turn.
     pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
         let addrs = self
+            .common
             .resolver
-            .resolve(host, port, self.allow_ips.as_ref(), &self.own_listeners)
+            .resolve(
+                host,
+                port,
+                self.allow_ips.as_ref(),
+                &self.common.own_listeners,
+            )
             .await?;
         let mut last = None;
         for addr in addrs {
@@ -112,9 +118,10 @@ impl Dialer {
     }
 
     async fn dial_addr(&self, addr: SocketAddr) -> Result<TcpStream, UpstreamError> {
-        self.dials
+        self.common
+            .dials
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let stream = tokio::time::timeout(self.timeouts.connect, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(self.common.timeouts.connect, TcpStream::connect(addr))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout { addr })?
             .map_err(|source| UpstreamError::Connect { addr, source })?;

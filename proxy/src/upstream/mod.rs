@@ -114,15 +114,32 @@ pub(crate) enum UpstreamError {
     BadTarget(String),
 }
 
-/// What the dialler needs: pins, address policy and timeouts.
+/// The declaration's `allow_ips` check, of one generation.
+pub(crate) type AllowIps = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
+
+/// The `allow_ips` check of one declaration.
+pub(crate) fn allow_ips_of(policy: Arc<sluice_policies::Policy>) -> AllowIps {
+    Arc::new(move |ip| policy.ip_allowed(ip))
+}
+
+/// What the dialler needs: pins, address policy and timeouts. One per generation of the
+/// declaration: its address policy is that generation's `allow_ips`, so a connection (and
+/// a pool) dialled under one declaration is never used under another.
 pub(crate) struct Dialer {
+    allow_ips: AllowIps,
+    common: Arc<DialerCommon>,
+}
+
+/// What every generation's dialler shares.
+struct DialerCommon {
     resolver: Resolver,
-    allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
     own_listeners: Vec<SocketAddr>,
     timeouts: Timeouts,
     /// TCP connections dialled, for the metrics (one per pool miss or tunnel; shared by
     /// every worker, touched only when a connection is made).
     dials: std::sync::atomic::AtomicU64,
+    /// Every HTTP/1.1 pool still alive, for the idle gauge a scrape reads.
+    http1_pools: std::sync::Mutex<Vec<std::sync::Weak<Http1Pool>>>,
 }
 
 /// Errors building the upstream leg at start.
@@ -170,7 +187,7 @@ fn pool(dialer: &Arc<Dialer>, tls: &Arc<rustls::ClientConfig>) -> Client<Connect
     Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(dialer.timeouts.idle)
+        .pool_idle_timeout(dialer.common.timeouts.idle)
         .pool_max_idle_per_host(64)
         // Never follow anything on the client's behalf, never retry a request whose body
         // may have been partly sent.
@@ -186,8 +203,8 @@ fn pool(dialer: &Arc<Dialer>, tls: &Arc<rustls::ClientConfig>) -> Client<Connect
 pub(crate) struct UpstreamConfig {
     /// `--resolve` pins, hosts normalised.
     pub pins: HashMap<String, IpAddr>,
-    /// The declaration's `allow_ips` check.
-    pub allow_ips: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    /// The first generation's `allow_ips` check.
+    pub allow_ips: AllowIps,
     /// sluice's own listening addresses, never dialled.
     pub own_listeners: Vec<SocketAddr>,
     /// Extra roots (`--upstream-ca`).
@@ -218,11 +235,14 @@ impl Upstream {
         tls_http1.alpn_protocols = vec![b"http/1.1".to_vec()];
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let dialer = Arc::new(Dialer {
-            resolver: Resolver::new(config.pins),
             allow_ips: config.allow_ips,
-            own_listeners: config.own_listeners,
-            timeouts: config.timeouts,
-            dials: std::sync::atomic::AtomicU64::new(0),
+            common: Arc::new(DialerCommon {
+                resolver: Resolver::new(config.pins),
+                own_listeners: config.own_listeners,
+                timeouts: config.timeouts,
+                dials: std::sync::atomic::AtomicU64::new(0),
+                http1_pools: std::sync::Mutex::new(Vec::new()),
+            }),
         });
         let (tls, tls_http1) = (Arc::new(tls), Arc::new(tls_http1));
         Ok(Self {
@@ -252,9 +272,50 @@ impl Upstream {
         }
     }
 
+    /// The same leg for another generation of the declaration: its `allow_ips`, and pools
+    /// of its own, so that no connection dialled under the generation before is reused
+    /// under this one (tunnels still open keep the leg they started with).
+    pub(crate) fn for_generation(&self, allow_ips: AllowIps) -> Self {
+        let dialer = Arc::new(Dialer {
+            allow_ips,
+            common: self.dialer.common.clone(),
+        });
+        Self {
+            http1: Http1Pool::new(dialer.clone(), self.tls_http1.clone(), self.timeouts.idle),
+            h2: pool(&dialer, &self.tls),
+            dialer,
+            tls: self.tls.clone(),
+            tls_http1: self.tls_http1.clone(),
+            timeouts: self.timeouts,
+        }
+    }
+
     /// TCP connections dialled upstream so far, by every worker.
     pub(crate) fn dials(&self) -> u64 {
-        self.dialer.dials.load(std::sync::atomic::Ordering::Relaxed)
+        self.dialer
+            .common
+            .dials
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Idle keep-alive connections in every HTTP/1.1 pool now (every worker, every
+    /// generation still serving). hyper-util's HTTP/2 pool does not tell its own.
+    pub(crate) fn idle_http1(&self) -> u64 {
+        let mut pools = self
+            .dialer
+            .common
+            .http1_pools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut idle = 0;
+        pools.retain(|pool| match pool.upgrade() {
+            Some(pool) => {
+                idle += pool.idle_count();
+                true
+            }
+            None => false,
+        });
+        idle
     }
 
     /// Sends a request (absolute URI, `https` or `http`) over a pooled connection of the
@@ -405,4 +466,41 @@ fn load_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, UpstreamS
         return Err(err("no PEM certificate in the file".into()));
     }
     Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leg(allow_ips: AllowIps) -> Upstream {
+        Upstream::new(UpstreamConfig {
+            pins: HashMap::new(),
+            allow_ips,
+            own_listeners: Vec::new(),
+            extra_roots: Vec::new(),
+            timeouts: Timeouts::default(),
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_generation_dials_under_its_own_allow_ips_and_pools() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let first = leg(Arc::new(|ip: IpAddr| ip.is_loopback()));
+        assert!(first.dial("127.0.0.1", port).await.is_ok());
+        // A reload that drops loopback from allow_ips: the next generation is refused it...
+        let next = first.for_generation(Arc::new(|_| false));
+        assert!(matches!(
+            next.dial("127.0.0.1", port).await,
+            Err(UpstreamError::Blocked { .. })
+        ));
+        // ...while what the generation before still serves dials under its own.
+        assert!(first.dial("127.0.0.1", port).await.is_ok());
+        // One dial counter for the run (the refused address was never dialled), and pools
+        // of each generation's own.
+        assert_eq!((first.dials(), next.dials()), (2, 2));
+        assert!(!Arc::ptr_eq(&first.http1, &next.http1));
+        assert_eq!(next.idle_http1(), 0);
+    }
 }

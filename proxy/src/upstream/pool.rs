@@ -76,13 +76,33 @@ impl Http1Pool {
         tls: Arc<rustls::ClientConfig>,
         idle_timeout: Duration,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        let pool = Arc::new(Self {
             dialer,
             tls,
             idle_timeout,
             idle: Mutex::new(HashMap::new()),
             sweeping: AtomicBool::new(false),
-        })
+        });
+        let mut pools = pool
+            .dialer
+            .common
+            .http1_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pools.retain(|pool| pool.strong_count() > 0);
+        pools.push(Arc::downgrade(&pool));
+        drop(pools);
+        pool
+    }
+
+    /// Connections held here ready for a request now (busy ones, whose response is still
+    /// being read, are not idle).
+    pub(super) fn idle_count(&self) -> u64 {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.values()
+            .flatten()
+            .filter(|entry| !entry.sender.is_closed() && entry.sender.is_ready())
+            .count() as u64
     }
 
     /// Sends `request` (absolute URI, `https` or `http`) over an idle connection to its

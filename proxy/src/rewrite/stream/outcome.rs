@@ -92,6 +92,8 @@ pub(crate) struct Outcome {
     pub bytes_in: u64,
     /// Bytes passed on.
     pub bytes_out: u64,
+    /// Bytes the guard scanned: the body as decoded (trailers not counted).
+    pub scanned: u64,
 }
 
 impl Outcome {
