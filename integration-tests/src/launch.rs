@@ -218,6 +218,44 @@ pub fn python_venv() -> PathBuf {
     venv
 }
 
+/// The Go program `integration-tests/go/NAME.go`, built against Debian's packaged Go
+/// libraries (GOPATH mode: this machine kind reaches no Go module proxy) into
+/// `target/clients/go/`, with its build cache there too. Fails loudly when Go or the
+/// packages are missing (`.ci/run` installs `golang-go` and
+/// `golang-github-aws-aws-sdk-go-v2-dev`).
+pub fn go_client(name: &str) -> PathBuf {
+    let gopath = "/usr/share/gocode";
+    let source = workspace_root().join(format!("integration-tests/go/{name}.go"));
+    let out_dir = workspace_root().join("target/clients/go");
+    std::fs::create_dir_all(&out_dir).expect("target/clients/go");
+    // Built under a name of this process's own, then renamed into place: concurrent tests
+    // never write one file, and a binary being run is never changed under it.
+    let built_as = out_dir.join(format!(
+        "{name}.{}.{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let binary = out_dir.join(name);
+    let built = Command::new("go")
+        .arg("build")
+        .arg("-o")
+        .arg(&built_as)
+        .arg(&source)
+        .env("GO111MODULE", "off")
+        .env("GOPATH", gopath)
+        .env("GOCACHE", out_dir.join("cache"))
+        .env("GOFLAGS", "")
+        .output();
+    assert!(
+        matches!(&built, Ok(out) if out.status.success()),
+        "building {} failed ({built:?}); .ci/run installs Go and the AWS SDK with `apt-get \
+         install golang-go golang-github-aws-aws-sdk-go-v2-dev`",
+        source.display()
+    );
+    std::fs::rename(&built_as, &binary).expect("the Go client moved into place");
+    binary
+}
+
 /// `integration-tests/node`, with `node_modules` installed by `.ci/run` (`npm ci`). Fails
 /// loudly when Node or its packages are missing.
 pub fn node_dir() -> PathBuf {

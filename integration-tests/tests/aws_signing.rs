@@ -127,6 +127,10 @@ fn launch(pki: &TestPki, dir: &Path, services: &str, token: Option<&str>) -> Lau
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("VENV", python_venv())
         .env("NODE_DIR", sluice_integration_tests::launch::node_dir())
+        .env(
+            "GO_S3",
+            sluice_integration_tests::launch::go_client("aws_s3"),
+        )
         .env("AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED", "true")
         .cwd(dir)
 }
@@ -183,8 +187,9 @@ cmp big.bin back.bin && echo "multipart intact"
 "$VENV/bin/python" "{chunked}" "$s3/sluice-test/chunked.bin" big.bin eu-west-1 s3
 "$aws" --endpoint-url "$s3" s3 cp s3://sluice-test/chunked.bin chunked-back.bin --no-progress
 cmp big.bin chunked-back.bin && echo "signed chunks intact"
-# AWS's JavaScript SDK v3.
+# AWS's JavaScript SDK v3, and its Go SDK v2.
 node "$NODE_DIR/aws_s3.mjs" "$s3" sluice-test
+"$GO_S3" "$s3" sluice-test
 url=$("$aws" --endpoint-url "$s3" s3 presign s3://sluice-test/hello.txt)
 echo "presigned: $(curl -s -o /dev/null -w '%{{http_code}}' "$url")"
 "$aws" --endpoint-url "https://{STS}:{port}" sts get-caller-identity --output text
@@ -206,6 +211,20 @@ PY
     );
     assert!(out.stdout.contains("sluice-test"), "{}", out.stdout);
     assert!(out.stdout.contains("presigned: 200"), "{}", out.stdout);
+    // The JavaScript and Go SDKs signed with the placeholders too, a 6 MiB object intact.
+    for line in [
+        "js get: hello from js",
+        "js big intact",
+        "go buckets: sluice-test",
+        "go get: hello from go",
+        "go big intact",
+    ] {
+        assert!(
+            out.stdout.contains(line),
+            "{line:?} missing in\n{}",
+            out.stdout
+        );
+    }
     assert!(
         out.stdout.contains("buckets: ['sluice-test']"),
         "{}",

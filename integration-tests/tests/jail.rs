@@ -244,6 +244,36 @@ public class Fetch {{
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_client_with_no_proxy_and_the_system_store_is_captured() {
+    let pki = TestPki::new();
+    let upstream =
+        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = upstream.port();
+    // Go's own resolver and TLS stack (no libc, no OpenSSL): its lookups reach sluice's
+    // DNS through the jail's resolv.conf, its roots are the system bundle the jail replaced.
+    let fetch = sluice_integration_tests::launch::go_client("fetch");
+    let script = format!(
+        "unset {PROXY_AND_CA}; {} {port} api.test other.test",
+        fetch.display()
+    );
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
+    assert_lines(
+        &stdout,
+        &[
+            "api.test 200 none",
+            "other.test 403 placeholder-not-granted",
+        ],
+    );
+    let records = upstream.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+}
+
 #[test]
 fn a_plain_request_is_named_by_its_host_and_never_swapped() {
     let dir = tempfile::tempdir().unwrap();

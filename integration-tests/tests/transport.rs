@@ -82,6 +82,33 @@ async fn curl_reaches_a_granted_host_over_http1_and_http2() {
 }
 
 #[tokio::test]
+async fn an_accept_encoding_sluice_can_decode_goes_as_it_came_and_any_other_is_narrowed() {
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let url = format!("https://api.test:{}/hello", upstream.port());
+    for asked in ["identity", "gzip;q=1.0, br;q=0.5", "gzip, compress", "*"] {
+        let header = format!("Accept-Encoding: {asked}");
+        let out = curl(&proxy, &["--http1.1", "-H", &header], url.clone()).await;
+        assert_eq!(out.status, 200, "{out:?}");
+    }
+    let sent: Vec<String> = upstream
+        .records()
+        .iter()
+        .map(|r| r.headers["accept-encoding"].to_str().unwrap().to_owned())
+        .collect();
+    // Byte for byte when every coding is one sluice decodes (a client may have signed it);
+    // otherwise exactly the codings it can decode, so that every answer can be scanned.
+    assert_eq!(
+        sent,
+        [
+            "identity",
+            "gzip;q=1.0, br;q=0.5",
+            "gzip, deflate, br, zstd",
+            "gzip, deflate, br, zstd"
+        ]
+    );
+}
+
+#[tokio::test]
 async fn http1_only_upstreams_get_http1() {
     let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
     let url = format!("https://api.test:{}/hello", upstream.port());

@@ -293,5 +293,29 @@ pub fn accept_encoding() -> HeaderValue {
     HeaderValue::from_static("gzip, deflate, br, zstd")
 }
 
+/// Whether an `Accept-Encoding` value names only codings sluice decodes (an empty one
+/// names none): then it can go upstream as it came, byte for byte, which matters when a
+/// client signed it (AWS's Go SDK signs `Accept-Encoding: identity`). `*`, or any other
+/// coding, could bring back a body sluice cannot scan: such a value is replaced with
+/// [`accept_encoding`].
+///
+/// ```
+/// use http::HeaderValue;
+/// use sluice_proxy::codec::names_only_decodable;
+/// assert!(names_only_decodable(&HeaderValue::from_static("identity")));
+/// assert!(names_only_decodable(&HeaderValue::from_static("gzip;q=1.0, br;q=0.5")));
+/// assert!(!names_only_decodable(&HeaderValue::from_static("gzip, compress")));
+/// assert!(!names_only_decodable(&HeaderValue::from_static("*")));
+/// ```
+pub fn names_only_decodable(value: &HeaderValue) -> bool {
+    value.to_str().is_ok_and(|text| {
+        text.trim().is_empty()
+            || text.split(',').all(|item| {
+                let name = item.split(';').next().unwrap_or_default();
+                !name.trim().is_empty() && ContentCoding::from_name(name).is_ok()
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests;

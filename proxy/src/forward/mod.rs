@@ -328,9 +328,11 @@ async fn send(
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
-    // Responses must come back in a coding sluice can decode, to be scanned; and gRPC
+    // Responses must come back in a coding sluice can decode, to be scanned (a client's
+    // list that names only such codings goes as it came: it may be signed); and gRPC
     // messages uncompressed, since sluice does not undo gRPC's message codings.
-    if parts.headers.contains_key(ACCEPT_ENCODING) {
+    let asked = parts.headers.get_all(ACCEPT_ENCODING);
+    if !asked.iter().all(codec::names_only_decodable) {
         parts
             .headers
             .insert(ACCEPT_ENCODING, codec::accept_encoding());
