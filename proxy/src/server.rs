@@ -94,6 +94,8 @@ pub struct Proxy {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     accepting: Accepting,
+    /// The jail's resolver, awaited at shutdown: it records the refusals it held back.
+    resolver: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What accepts connections: a task on the caller's runtime, or worker threads.
@@ -236,9 +238,10 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         ));
     }
     let names = Arc::new(crate::transparent::names::Names::default());
-    if let Some(socket) = config.dns {
-        start_resolver(socket, names.clone(), &shared, &shutdown)?;
-    }
+    let resolver = match config.dns {
+        Some(socket) => Some(start_resolver(socket, names.clone(), &shared, &shutdown)?),
+        None => None,
+    };
     let capture = config.transparent.map(|listener| (listener, names));
     let accepting = if config.workers == 0 {
         if let Some((listener, names)) = capture {
@@ -273,6 +276,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         shared,
         stop,
         accepting,
+        resolver,
     })
 }
 
@@ -283,16 +287,15 @@ fn start_resolver(
     names: Arc<crate::transparent::names::Names>,
     shared: &Arc<Shared>,
     shutdown: &watch::Receiver<bool>,
-) -> Result<(), StartError> {
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
     socket.set_nonblocking(true).map_err(StartError::Worker)?;
     let socket = tokio::net::UdpSocket::from_std(socket).map_err(StartError::Worker)?;
-    tokio::spawn(crate::transparent::dns::serve(
+    Ok(tokio::spawn(crate::transparent::dns::serve(
         socket,
         names,
         shared.clone(),
         shutdown.clone(),
-    ));
-    Ok(())
+    )))
 }
 
 /// How many workers to start, and where their counters are summed.
@@ -518,6 +521,10 @@ impl Proxy {
             if !matches!(joined, Ok(true)) {
                 tracing::error!("a worker thread panicked");
             }
+        }
+        // Its last `deny` events (the refusals it held back) go in before `stop`.
+        if let Some(resolver) = self.resolver {
+            let _ = resolver.await;
         }
         self.shared.audit.clone().close()
     }

@@ -4,15 +4,19 @@
 //! query (and no secret spelled into a name) leaves the machine.
 //!
 //! Messages are parsed and written by hickory-proto. It must never forward a query.
+//! Refusals of one name are gathered into one `deny` event per window, with the queries
+//! counted ([`super::denials`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType, rdata::A};
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
+use super::denials::{Denials, WINDOW};
 use super::names::Names;
 use crate::audit::{Event, EventKind};
 use crate::shared::{Shared, until_stopped};
@@ -20,7 +24,7 @@ use crate::shared::{Shared, until_stopped};
 /// How long an answer may be cached: the addresses are the run's, stable for its length.
 const TTL: u32 = 300;
 
-/// Answers queries on `socket` until `shutdown`.
+/// Answers queries on `socket` until `shutdown`; then records what is held of the refusals.
 pub(crate) async fn serve(
     socket: UdpSocket,
     names: Arc<Names>,
@@ -28,9 +32,15 @@ pub(crate) async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; 4096];
+    let mut denials = Denials::default();
+    let mut flush = tokio::time::interval(WINDOW);
     loop {
         let (len, peer) = tokio::select! {
-            () = until_stopped(&mut shutdown) => return,
+            () = until_stopped(&mut shutdown) => break,
+            _ = flush.tick() => {
+                record_held(&shared, denials.due(Instant::now(), false));
+                continue;
+            }
             received = socket.recv_from(&mut buf) => match received {
                 Ok(received) => received,
                 Err(error) => {
@@ -41,10 +51,27 @@ pub(crate) async fn serve(
         };
         // Each query under the declaration in force.
         shared = shared.current();
-        if let Some(answer) = answer(&buf[..len], &names, &shared) {
+        if let Some(answer) = answer(&buf[..len], &names, &shared, &mut denials) {
             send(&socket, &answer, peer).await;
         }
     }
+    record_held(&shared, denials.due(Instant::now(), true));
+}
+
+/// `deny` events for the refusals held back, one per name with its count.
+fn record_held(shared: &Shared, held: Vec<(String, u64)>) {
+    for (name, count) in held {
+        shared.record(deny(name, count));
+    }
+}
+
+/// The `deny` event of `count` refused queries for `name`. The name as asked may hold a
+/// secret (DNS exfiltration): the audit log's redactor sees it before it is written.
+fn deny(name: String, count: u64) -> Event {
+    Event::new(EventKind::Deny)
+        .host(name)
+        .count(count)
+        .reason("dns-name-not-allowed")
 }
 
 async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr) {
@@ -54,7 +81,7 @@ async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr) {
 }
 
 /// The answer to one query message, or `None` for bytes that are not a query.
-fn answer(query: &[u8], names: &Names, shared: &Shared) -> Option<Vec<u8>> {
+fn answer(query: &[u8], names: &Names, shared: &Shared, denials: &mut Denials) -> Option<Vec<u8>> {
     let query = Message::from_vec(query).ok()?;
     if query.message_type() != MessageType::Query {
         return None;
@@ -75,13 +102,9 @@ fn answer(query: &[u8], names: &Names, shared: &Shared) -> Option<Vec<u8>> {
     let asked = question.name().to_ascii();
     let name = asked.trim_end_matches('.').to_ascii_lowercase();
     if !shared.policy.resolvable(&name) {
-        // The name as asked may hold a secret (DNS exfiltration): the audit log's redactor
-        // sees it before it is written.
-        shared.record(
-            Event::new(EventKind::Deny)
-                .host(name)
-                .reason("dns-name-not-allowed"),
-        );
+        if let Some(count) = denials.refused(&name, Instant::now()) {
+            shared.record(deny(name, count));
+        }
         reply.set_response_code(ResponseCode::NXDomain);
         return reply.to_vec().ok();
     }

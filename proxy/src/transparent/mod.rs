@@ -13,6 +13,7 @@
 //! (`deny`). It must never dial the
 //! original destination as given: sluice resolves the name itself.
 
+pub(crate) mod denials;
 pub(crate) mod dns;
 pub(crate) mod names;
 mod plain;

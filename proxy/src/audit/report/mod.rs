@@ -65,7 +65,8 @@ pub struct Report {
     pub refusals: Vec<RefusalGroup>,
     /// Reasons beyond [`Report::refusals`].
     pub more_refusals: More,
-    /// `deny` events by host and reason.
+    /// Denials by host and reason: `deny` events, each counted as the refusals it stands for
+    /// (its `count`, one when it has none).
     pub denied: Vec<Named>,
     /// Hosts beyond [`Report::denied`].
     pub more_denied: More,
@@ -370,10 +371,12 @@ impl Tally {
                 }
             }
             EventKind::Deny => {
-                *self
+                // One event of the jail's resolver may stand for many refused queries.
+                let denied = self
                     .denied
                     .entry((name(&line.host), name(&line.reason)))
-                    .or_default() += 1;
+                    .or_default();
+                *denied = denied.saturating_add(line.count.unwrap_or(1).max(1));
             }
             EventKind::AuthFail => {
                 *self.auth_failures.entry(name(&line.reason)).or_default() += 1;
