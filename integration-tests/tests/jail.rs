@@ -274,6 +274,45 @@ async fn a_go_client_with_no_proxy_and_the_system_store_is_captured() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rubys_net_http_with_no_proxy_and_the_system_store_is_captured() {
+    let pki = TestPki::new();
+    let upstream =
+        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = upstream.port();
+    // Net::HTTP with its proxy turned off (`nil`, not the environment) and OpenSSL's
+    // default verify paths: the system bundle, which the jail replaced.
+    let ruby = format!(
+        r##"require "net/http"
+require "openssl"
+["api.test", "other.test"].each do |host|
+  http = Net::HTTP.new(host, {port}, nil)
+  http.use_ssl = true
+  http.verify_mode = OpenSSL::SSL::VERIFY_PEER
+  response = http.request(Net::HTTP::Get.new("/ruby", "Authorization" => "Bearer #{{ENV["API_TOKEN"]}}"))
+  puts "#{{host}} #{{response.code}} #{{response["sluice-error"] || "none"}}"
+end
+"##
+    );
+    std::fs::write(dir.path().join("fetch.rb"), ruby).unwrap();
+    let script = format!("unset {PROXY_AND_CA}; ruby fetch.rb");
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
+    assert_lines(
+        &stdout,
+        &[
+            "api.test 200 none",
+            "other.test 403 placeholder-not-granted",
+        ],
+    );
+    let records = upstream.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+}
+
 #[test]
 fn a_plain_request_is_named_by_its_host_and_never_swapped() {
     let dir = tempfile::tempdir().unwrap();
