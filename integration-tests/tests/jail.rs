@@ -313,6 +313,57 @@ end
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monos_http_client_with_no_proxy_is_captured() {
+    let pki = TestPki::new();
+    let upstream =
+        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = upstream.port();
+    // .NET's HttpClient as Mono runs it, the proxy turned off: Mono's TLS trusts a hashed
+    // directory of its own (`/usr/share/.mono/new-certs/Trust`), which the jail makes the
+    // run's.
+    let source = format!(
+        r#"using System;
+using System.Net.Http;
+class Fetch {{
+    static void Main() {{
+        var client = new HttpClient(new HttpClientHandler {{ UseProxy = false }});
+        foreach (var host in new[] {{ "api.test", "other.test" }}) {{
+            var request = new HttpRequestMessage(HttpMethod.Get, "https://" + host + ":{port}/dotnet");
+            request.Headers.TryAddWithoutValidation("Authorization", "Bearer " + Environment.GetEnvironmentVariable("API_TOKEN"));
+            var response = client.SendAsync(request).Result;
+            var code = response.Headers.Contains("sluice-error") ? string.Join(",", response.Headers.GetValues("sluice-error")) : "none";
+            Console.WriteLine(host + " " + (int)response.StatusCode + " " + code);
+        }}
+    }}
+}}
+"#
+    );
+    std::fs::write(dir.path().join("Fetch.cs"), source).unwrap();
+    let compiled = std::process::Command::new("mcs")
+        .args(["-r:System.Net.Http", "-out:Fetch.exe", "Fetch.cs"])
+        .current_dir(dir.path())
+        .output()
+        .expect("mcs (Debian's mono-mcs) runs");
+    assert!(compiled.status.success(), "{compiled:?}");
+    let script = format!("unset {PROXY_AND_CA}; mono Fetch.exe");
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
+    assert_lines(
+        &stdout,
+        &[
+            "api.test 200 none",
+            "other.test 403 placeholder-not-granted",
+        ],
+    );
+    let records = upstream.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+}
+
 #[test]
 fn a_plain_request_is_named_by_its_host_and_never_swapped() {
     let dir = tempfile::tempdir().unwrap();

@@ -321,6 +321,12 @@ async fn start_command(
         .map(|system| (trust::bundle_path(run_dir), PathBuf::from(system)))
         .collect();
     binds.push((resolv, PathBuf::from("/etc/resolv.conf")));
+    // Mono's TLS looks its roots up in a hashed directory of its own: the run's.
+    binds.extend(
+        trust::mono_hashed_stores()
+            .into_iter()
+            .map(|target| (trust::directory_path(run_dir), target)),
+    );
     // The JDK reads neither the CA variables nor PEM: its `cacerts` becomes the run's.
     let jvm_stores = trust::jvm_stores();
     if !jvm_stores.is_empty() {

@@ -5,7 +5,8 @@
 //!
 //! In the jail, the JVM's trust store too: the run bundle as a Java keystore
 //! ([`write_jvm_store`]), bound over each `cacerts` the system has, since the JDK reads
-//! neither the CA variables nor PEM.
+//! neither the CA variables nor PEM; and the hashed directory Mono's TLS (btls) reads,
+//! which `cert-sync` fills from the system roots, bound to the run's hashed directory.
 //!
 //! The variables win over inherited ones: an operator's environment that already points
 //! gRPC, gcloud or Nix at the system roots (as many CI images do) would otherwise leave
@@ -33,6 +34,10 @@ const JVM_STORES: [&str; 2] = [
     "/etc/ssl/certs/java/cacerts",
     "/etc/pki/ca-trust/extracted/java/cacerts",
 ];
+
+/// Where Mono's TLS (btls, BoringSSL) looks its roots up: a hashed directory of PEM files,
+/// as OpenSSL's (Debian's `ca-certificates-mono` fills it with `cert-sync`).
+const MONO_HASHED_STORES: [&str; 1] = ["/usr/share/.mono/new-certs/Trust"];
 
 /// The keystore password the JDK's `cacerts` is known by. A JKS password guards only the
 /// store's integrity check; the JDK reads the certificates of a trust store without it.
@@ -74,6 +79,11 @@ impl Trust {
             .map(|name| (name, self.directory.as_path()));
         bundle.chain(directory)
     }
+}
+
+/// Where the run's hashed certificate directory is written in the run directory.
+pub(super) fn directory_path(run_dir: &Path) -> PathBuf {
+    run_dir.join("certs")
 }
 
 /// Where the run bundle is written in the run directory.
@@ -156,10 +166,20 @@ pub(super) fn write_jvm_store(run_dir: &Path) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+/// Every hashed directory Mono's TLS reads on this system: the run's hashed directory
+/// ([`directory_path`]) is bound over each.
+pub(super) fn mono_hashed_stores() -> Vec<PathBuf> {
+    MONO_HASHED_STORES
+        .iter()
+        .map(PathBuf::from)
+        .filter(|path| path.is_dir())
+        .collect()
+}
+
 /// A hashed certificate directory: a link to each hashed entry of the system's own
 /// directory, and the run CA as `<hash>.N`, N the first index the system does not use.
 fn write_directory(run_dir: &Path, ca_pem: &str, subject_hash: &str) -> io::Result<PathBuf> {
-    let directory = run_dir.join("certs");
+    let directory = directory_path(run_dir);
     std::fs::create_dir(&directory)?;
     let mut taken = Vec::new();
     if let Some(system) = SYSTEM_DIRECTORIES
