@@ -196,17 +196,41 @@ for name in ("api.test", "other.test", os.environ["API_TOKEN"].lower() + ".api.t
     assert!(!log.contains(TOKEN), "{log}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_jdk_http_client_trusts_the_run_ca_through_cacerts_and_is_captured() {
+/// A client that reads neither the proxy nor the CA variables, started by the script
+/// `prepare` writes (given the run's directory and the upstream's port) with every such
+/// variable unset: jailed, its placeholder must be swapped toward api.test (the upstream
+/// gets the real token, once) and refused toward other.test. Each client prints
+/// `HOST STATUS SLUICE-ERROR`, `none` for no such header.
+async fn assert_captured(prepare: impl FnOnce(&Path, u16) -> String) {
     let pki = TestPki::new();
     let upstream =
         RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = upstream.port();
+    let command = prepare(dir.path(), upstream.port());
+    let script = format!("unset {PROXY_AND_CA} JAVA_TOOL_OPTIONS; {command}");
+    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
+    assert_lines(
+        &stdout,
+        &[
+            "api.test 200 none",
+            "other.test 403 placeholder-not-granted",
+        ],
+    );
+    let records = upstream.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {TOKEN}").as_str()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jdk_http_client_trusts_the_run_ca_through_cacerts_and_is_captured() {
     // The JDK reads no proxy variable and no CA variable: it trusts its `cacerts`, which
     // the jail makes the run's, and connects directly, which the jail captures.
-    let java = format!(
-        r#"import java.net.URI;
+    assert_captured(|dir, port| {
+        let java = format!(
+            r#"import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -225,66 +249,28 @@ public class Fetch {{
     }}
 }}
 "#
-    );
-    std::fs::write(dir.path().join("Fetch.java"), java).unwrap();
-    let script = format!("unset {PROXY_AND_CA} JAVA_TOOL_OPTIONS; java Fetch.java");
-    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
-    assert_lines(
-        &stdout,
-        &[
-            "api.test 200 none",
-            "other.test 403 placeholder-not-granted",
-        ],
-    );
-    let records = upstream.records();
-    assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(
-        records[0].headers["authorization"],
-        format!("Bearer {TOKEN}").as_str()
-    );
+        );
+        std::fs::write(dir.join("Fetch.java"), java).unwrap();
+        "java Fetch.java".to_owned()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_go_client_with_no_proxy_and_the_system_store_is_captured() {
-    let pki = TestPki::new();
-    let upstream =
-        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = upstream.port();
     // Go's own resolver and TLS stack (no libc, no OpenSSL): its lookups reach sluice's
     // DNS through the jail's resolv.conf, its roots are the system bundle the jail replaced.
     let fetch = sluice_integration_tests::launch::go_client("fetch");
-    let script = format!(
-        "unset {PROXY_AND_CA}; {} {port} api.test other.test",
-        fetch.display()
-    );
-    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
-    assert_lines(
-        &stdout,
-        &[
-            "api.test 200 none",
-            "other.test 403 placeholder-not-granted",
-        ],
-    );
-    let records = upstream.records();
-    assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(
-        records[0].headers["authorization"],
-        format!("Bearer {TOKEN}").as_str()
-    );
+    assert_captured(|_, port| format!("{} {port} api.test other.test", fetch.display())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rubys_net_http_with_no_proxy_and_the_system_store_is_captured() {
-    let pki = TestPki::new();
-    let upstream =
-        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = upstream.port();
     // Net::HTTP with its proxy turned off (`nil`, not the environment) and OpenSSL's
     // default verify paths: the system bundle, which the jail replaced.
-    let ruby = format!(
-        r##"require "net/http"
+    assert_captured(|dir, port| {
+        let ruby = format!(
+            r##"require "net/http"
 require "openssl"
 ["api.test", "other.test"].each do |host|
   http = Net::HTTP.new(host, {port}, nil)
@@ -294,37 +280,21 @@ require "openssl"
   puts "#{{host}} #{{response.code}} #{{response["sluice-error"] || "none"}}"
 end
 "##
-    );
-    std::fs::write(dir.path().join("fetch.rb"), ruby).unwrap();
-    let script = format!("unset {PROXY_AND_CA}; ruby fetch.rb");
-    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
-    assert_lines(
-        &stdout,
-        &[
-            "api.test 200 none",
-            "other.test 403 placeholder-not-granted",
-        ],
-    );
-    let records = upstream.records();
-    assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(
-        records[0].headers["authorization"],
-        format!("Bearer {TOKEN}").as_str()
-    );
+        );
+        std::fs::write(dir.join("fetch.rb"), ruby).unwrap();
+        "ruby fetch.rb".to_owned()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monos_http_client_with_no_proxy_is_captured() {
-    let pki = TestPki::new();
-    let upstream =
-        RecordingUpstream::start(&pki, &["api.test", "other.test"], &[b"http/1.1"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = upstream.port();
     // .NET's HttpClient as Mono runs it, the proxy turned off: Mono's TLS trusts a hashed
     // directory of its own (`/usr/share/.mono/new-certs/Trust`), which the jail makes the
     // run's.
-    let source = format!(
-        r#"using System;
+    assert_captured(|dir, port| {
+        let source = format!(
+            r#"using System;
 using System.Net.Http;
 class Fetch {{
     static void Main() {{
@@ -339,29 +309,17 @@ class Fetch {{
     }}
 }}
 "#
-    );
-    std::fs::write(dir.path().join("Fetch.cs"), source).unwrap();
-    let compiled = std::process::Command::new("mcs")
-        .args(["-r:System.Net.Http", "-out:Fetch.exe", "Fetch.cs"])
-        .current_dir(dir.path())
-        .output()
-        .expect("mcs (Debian's mono-mcs) runs");
-    assert!(compiled.status.success(), "{compiled:?}");
-    let script = format!("unset {PROXY_AND_CA}; mono Fetch.exe");
-    let stdout = jailed_stdout(dir.path(), &pki.ca_path(), &script).await;
-    assert_lines(
-        &stdout,
-        &[
-            "api.test 200 none",
-            "other.test 403 placeholder-not-granted",
-        ],
-    );
-    let records = upstream.records();
-    assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(
-        records[0].headers["authorization"],
-        format!("Bearer {TOKEN}").as_str()
-    );
+        );
+        std::fs::write(dir.join("Fetch.cs"), source).unwrap();
+        let compiled = std::process::Command::new("mcs")
+            .args(["-r:System.Net.Http", "-out:Fetch.exe", "Fetch.cs"])
+            .current_dir(dir)
+            .output()
+            .expect("mcs (Debian's mono-mcs) runs");
+        assert!(compiled.status.success(), "{compiled:?}");
+        "mono Fetch.exe".to_owned()
+    })
+    .await;
 }
 
 #[test]

@@ -318,27 +318,11 @@ mod tests {
 
     /// A run of `events` swaps at `path`, rotating every few lines when `rotate`.
     fn write_log(path: &Path, events: usize, rotate: bool) {
-        use crate::audit::{AuditLog, Event, EventKind, Rotation, StartInfo};
-        let start = StartInfo {
-            policy_sha256: "ab".repeat(32),
-            ca_sha256: "cd".repeat(32),
-            withheld: Vec::new(),
-        };
-        let rotation = Rotation {
+        let rotation = crate::audit::Rotation {
             max_bytes: rotate.then_some(super::super::MIN_SEGMENT_BYTES),
             max_age: None,
         };
-        let log = AuditLog::open_with(path, "run-a", start, None, rotation).unwrap();
-        for i in 0..events {
-            log.record(
-                Event::new(EventKind::Swap)
-                    .secret("github_token")
-                    .host("api.github.com")
-                    .path(format!("/repos/acme/app/issues/{i}")),
-            )
-            .unwrap();
-        }
-        log.close().unwrap();
+        crate::audit::segments::tests::run(path, "run-a", events, rotation);
     }
 
     fn verdicts(paths: &[PathBuf]) -> Vec<(usize, Option<String>)> {

@@ -206,7 +206,7 @@ fn set_private(file: &File) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::PathBuf;
 
     use super::*;
@@ -222,7 +222,8 @@ mod tests {
         }
     }
 
-    fn run(path: &Path, run_id: &str, events: usize, rotation: Rotation) {
+    /// A run of `events` swaps written to `path`, closed with `stop`.
+    pub(crate) fn run(path: &Path, run_id: &str, events: usize, rotation: Rotation) {
         let log = AuditLog::open_with(path, run_id, start(), None, rotation).unwrap();
         for i in 0..events {
             log.record(
