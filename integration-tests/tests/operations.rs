@@ -319,6 +319,14 @@ async fn the_admin_endpoint_answers_its_own_credentials_only_and_is_out_of_the_p
     assert!(page.contains("sluice_secret_events_total{secret=\"api_token\",event=\"redact\"}"));
     // Three tunnels to api.test, one to other.test.
     assert!(page.contains("sluice_tls_handshakes_total 4"), "{page}");
+    // The three answers' bodies went through the guard; the pools hold what they kept.
+    let gauge = |name: &str| -> u64 {
+        page.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing:\n{page}"))
+    };
+    assert!(gauge("sluice_scanned_bytes_total ") > 0, "{page}");
+    assert!(gauge("sluice_upstream_idle_connections ") <= 4, "{page}");
     for leak in [FIRST_VALUE, placeholder.as_str(), "other.test", "/x"] {
         assert!(!page.contains(leak), "{leak} on the metrics page:\n{page}");
     }

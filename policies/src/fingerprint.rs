@@ -48,9 +48,10 @@ pub(crate) fn masked_sha256(source: &str, raw: &RawDeclaration) -> Option<String
             }
         }
     }
-    // A merge key can hold a literal that the mapping it merges into overrides: that
-    // literal is in no model position, so it could not be masked.
-    if !spans.is_empty() && uses_merge_keys(source) {
+    // A merge key can bring a literal that the mapping it merges into overrides (with
+    // another literal, or with `~`): that literal is in no model position, so it could not
+    // be masked. Merge keys leave no fingerprint at all.
+    if uses_merge_keys(source) {
         return None;
     }
     spans.sort_unstable();
@@ -71,8 +72,12 @@ pub(crate) fn masked_sha256(source: &str, raw: &RawDeclaration) -> Option<String
     Some(hex::encode(Sha256::digest(masked.as_bytes())))
 }
 
-/// Whether `source` holds a YAML merge key (`<<`).
+/// Whether `source` holds a YAML merge key (`<<`, or one tagged `!!merge`).
 fn uses_merge_keys(source: &str) -> bool {
+    // Most declarations have neither: no second parse for them.
+    if !source.contains("<<") && !source.contains("!!merge") {
+        return false;
+    }
     let options = serde_saphyr::options! { merge_keys: serde_saphyr::MergeKeyPolicy::Error };
     serde_saphyr::from_str_with_options::<serde::de::IgnoredAny>(source, options).is_err()
 }
@@ -174,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn a_literal_hidden_by_a_merge_key_leaves_no_fingerprint() {
+    fn a_merge_key_leaves_no_fingerprint() {
         // The merged mapping's `value` is overridden, so no model position names it.
         let source = format!(
             "version: 1\nsecrets:\n  t:\n    <<: {{ value: \"{LITERAL}\" }}\n    value: \"Another-literal-here\"\n    hosts: [api.example]\n"
@@ -189,9 +194,15 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains(LITERAL), "{err}");
-        // Merge keys in a declaration without literals are fingerprinted as written.
+        // A merged literal overridden by `~` stands in no position either: no merge key
+        // leaves a fingerprint, whatever the rest holds.
+        let nulled = format!(
+            "version: 1\nsecrets:\n  t:\n    <<: {{ value: \"{LITERAL}\" }}\n    value: ~\n    from: {{ env: T_TOKEN }}\n    hosts: [api.example]\n"
+        );
+        assert_eq!(fingerprint(&nulled), None);
         let plain = "version: 1\nsecrets:\n  a: &base\n    from: { env: A_TOKEN }\n    hosts: [api.example]\n  b:\n    <<: *base\n    from: { env: B_TOKEN }\n";
-        assert!(fingerprint(plain).is_some());
+        assert_eq!(fingerprint(plain), None);
+        assert!(fingerprint(&plain.replace("<<: *base\n    ", "")).is_some());
     }
 
     #[test]

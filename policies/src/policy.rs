@@ -216,7 +216,7 @@ impl Policy {
                 column: 1,
                 path: String::new(),
                 problem: Problem::Unreadable {
-                    reason: "a literal `value:` whose position cannot be located exactly (one inside a YAML merge key `<<` among them) cannot be masked, so the declaration cannot be fingerprinted without its bytes; use `from:` instead".into(),
+                    reason: "the declaration cannot be fingerprinted for the audit log without a literal's bytes: it uses a YAML merge key (`<<`), which can hide a literal `value:`, or a literal's position cannot be located; write each secret out without `<<`, and give values with `from:`".into(),
                 },
             }]));
         };

@@ -86,10 +86,14 @@ impl Shared {
             credentials: self.credentials.clone(),
             terminator: self.terminator.clone(),
             // Its own address policy and pools: nothing dialled under the generation
-            // before is reused under this one.
-            upstream: self
-                .upstream
-                .for_generation(allow_ips_of(declared.policy.clone())),
+            // before is reused under this one. A reload that kept the declaration (a
+            // rotated value) keeps the pools: the address policy is the same.
+            upstream: if Arc::ptr_eq(&declared.policy, &self.policy) {
+                self.upstream.clone()
+            } else {
+                self.upstream
+                    .for_generation(allow_ips_of(declared.policy.clone()))
+            },
             audit: self.audit.clone(),
             limits: self.limits,
             connections: self.connections.clone(),

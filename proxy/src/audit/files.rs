@@ -114,8 +114,8 @@ pub(crate) fn chain(paths: &[PathBuf]) -> Result<Vec<Chained>, ChainError> {
             conflict: None,
         });
     }
-    // Files in a cycle (only a forged log could link so) are logs of their own, which
-    // then fail at line 1.
+    // Files in a cycle (only a forged log could link so), and those that came after a copy
+    // or a fork, are logs of their own, which then fail at line 1.
     for (i, file) in files.iter().enumerate() {
         if !placed[i] {
             logs.push(Chained {

@@ -78,7 +78,7 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
             // The active file is gone but its segments are not (a crash between rotation's
             // rename and create, or the file removed by hand): the new run follows the
             // last segment, so the log stays one chain and nothing before it can vanish.
-            last = last_segment_line(path).map_err(open_error)?;
+            last = last_segment_line(path);
         }
         return Ok(Opened { file, len: 0, last });
     }
@@ -119,46 +119,66 @@ pub(crate) fn rotate(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// One more than the highest `N` of the `PATH.N` files beside `path` (1 when none).
+/// One more than the highest `N` of the `PATH.N` entries beside `path` (1 when none).
 fn next_number(path: &Path) -> io::Result<u64> {
-    highest_segment(path)?
+    segments_beside(path)?
+        .iter()
+        .map(|segment| segment.number)
+        .max()
         .map_or(Some(1), |n| n.checked_add(1))
         .ok_or_else(|| io::Error::other("no segment number is left after the highest"))
 }
 
-/// The highest `N` of the `PATH.N` files beside `path`.
-fn highest_segment(path: &Path) -> io::Result<Option<u64>> {
+/// An entry `PATH.N` beside the log at `PATH`, `N` in digits only.
+struct Beside {
+    number: u64,
+    path: PathBuf,
+    /// Whether it is a regular file (not a directory, a pipe or a link).
+    regular: bool,
+}
+
+/// Every `PATH.N` entry beside `path`.
+fn segments_beside(path: &Path) -> io::Result<Vec<Beside>> {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Err(io::Error::other("the audit log path has no file name"));
     };
     let prefix = format!("{name}.");
-    let mut highest = None;
+    let mut found = Vec::new();
     for entry in std::fs::read_dir(directory(path))? {
         let entry = entry?;
         let entry_name = entry.file_name();
-        if let Some(n) = entry_name
+        let Some(number) = entry_name
             .to_string_lossy()
             .strip_prefix(&prefix)
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|n| n.parse::<u64>().ok())
-        {
-            highest = highest.max(Some(n));
-        }
+        else {
+            continue;
+        };
+        found.push(Beside {
+            number,
+            path: entry.path(),
+            regular: entry.file_type().is_ok_and(|t| t.is_file()),
+        });
     }
-    Ok(highest)
+    Ok(found)
 }
 
-/// SHA-256 of the last line of the highest segment beside `path`, when it ends with a
-/// whole audit record.
-fn last_segment_line(path: &Path) -> io::Result<Option<String>> {
-    let Some(n) = highest_segment(path)? else {
-        return Ok(None);
-    };
-    let mut segment = path.as_os_str().to_owned();
-    segment.push(format!(".{n}"));
-    let mut file = File::open(PathBuf::from(segment))?;
-    Ok(last_line(&mut file)?
+/// SHA-256 of the last line of the highest-numbered segment file beside `path`, when it
+/// ends with a whole audit record. A directory that cannot be listed, or a segment that
+/// cannot be read, gives none: the new run then starts a log of its own.
+fn last_segment_line(path: &Path) -> Option<String> {
+    let highest = segments_beside(path)
+        .ok()?
+        .into_iter()
+        .filter(|segment| segment.regular)
+        .max_by_key(|segment| segment.number)?;
+    let mut file = File::open(highest.path).ok()?;
+    last_line(&mut file)
+        .ok()
+        .flatten()
         .filter(|line| serde_json::from_slice::<Line>(line).is_ok())
-        .map(|line| line_hash(&line)))
+        .map(|line| line_hash(&line))
 }
 
 fn directory(path: &Path) -> PathBuf {
@@ -175,12 +195,24 @@ fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
     use rustix::io::Errno;
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
-        // A kernel or filesystem without the flag: a hard link refuses an existing name too.
-        Err(Errno::NOSYS | Errno::INVAL) => {
-            std::fs::hard_link(from, to)?;
-            std::fs::remove_file(from)
-        }
+        // A kernel or filesystem without the flag.
+        Err(Errno::NOSYS | Errno::INVAL) => link_then_unlink(from, to),
         Err(err) => Err(err.into()),
+    }
+}
+
+/// [`rename_new`] without `RENAME_NOREPLACE`: a hard link refuses an existing name too.
+/// Where there are no hard links either (vfat, some FUSE mounts), a check and a rename,
+/// as a last resort.
+fn link_then_unlink(from: &Path, to: &Path) -> io::Result<()> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => std::fs::remove_file(from),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Err(err),
+        Err(_) if to.exists() => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("segment {} already exists", to.display()),
+        )),
+        Err(_) => std::fs::rename(from, to),
     }
 }
 
@@ -395,7 +427,7 @@ pub(crate) mod tests {
         };
         run(&path, "run-a", 60, rotation);
         // The writer renamed the active file and died before creating the next one.
-        let n = highest_segment(&path).unwrap().unwrap() + 1;
+        let n = next_number(&path).unwrap();
         std::fs::rename(&path, dir.path().join(format!("audit.jsonl.{n}"))).unwrap();
         run(&path, "run-b", 2, rotation);
         let first: Line = serde_json::from_str(
@@ -423,18 +455,44 @@ pub(crate) mod tests {
 
     #[test]
     fn rotation_never_renames_over_an_existing_file() {
+        // With RENAME_NOREPLACE, and with the hard link that stands in for it.
+        for rename in [rename_new, link_then_unlink] {
+            let dir = tempfile::tempdir().unwrap();
+            let (from, to) = (dir.path().join("a"), dir.path().join("b"));
+            std::fs::write(&from, "new\n").unwrap();
+            std::fs::write(&to, "kept\n").unwrap();
+            let err = rename(&from, &to).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
+            assert_eq!(std::fs::read_to_string(&to).unwrap(), "kept\n");
+            assert_eq!(std::fs::read_to_string(&from).unwrap(), "new\n");
+            std::fs::remove_file(&to).unwrap();
+            rename(&from, &to).unwrap();
+            assert!(!from.exists());
+            assert_eq!(std::fs::read_to_string(&to).unwrap(), "new\n");
+        }
+    }
+
+    #[test]
+    fn only_digit_named_regular_files_are_segments_to_follow() {
         let dir = tempfile::tempdir().unwrap();
-        let (from, to) = (dir.path().join("a"), dir.path().join("b"));
-        std::fs::write(&from, "new\n").unwrap();
-        std::fs::write(&to, "kept\n").unwrap();
-        let err = rename_new(&from, &to).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
-        assert_eq!(std::fs::read_to_string(&to).unwrap(), "kept\n");
-        assert_eq!(std::fs::read_to_string(&from).unwrap(), "new\n");
-        std::fs::remove_file(&to).unwrap();
-        rename_new(&from, &to).unwrap();
-        assert!(!from.exists());
-        assert_eq!(std::fs::read_to_string(&to).unwrap(), "new\n");
+        let path = dir.path().join("audit.jsonl");
+        run(&path, "run-a", 1, Rotation::default());
+        std::fs::rename(&path, dir.path().join("audit.jsonl.1")).unwrap();
+        // Look-alikes that are no segment: a sign, a leading zero read as another number,
+        // a directory, a pipe; none may stop the next run from starting, or be followed.
+        std::fs::write(dir.path().join("audit.jsonl.+9"), "x\n").unwrap();
+        std::fs::create_dir(dir.path().join("audit.jsonl.7")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("audit.jsonl.5"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        assert_eq!(next_number(&path).unwrap(), 8);
+        run(&path, "run-b", 1, Rotation::default());
+        let logs = verify_logs(&[path.clone(), dir.path().join("audit.jsonl.1")]).unwrap();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
+        assert_eq!(logs[0].runs.len(), 2);
     }
 
     #[test]

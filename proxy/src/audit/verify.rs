@@ -150,7 +150,8 @@ pub enum Break {
         previous: u64,
     },
     /// A later file's first line, whose `prev` is not the SHA-256 of the last line of the
-    /// file before it.
+    /// file before it. Files are put in order by those links, so only a file that changed
+    /// while it was being verified can break here.
     #[error(
         "prev does not match the SHA-256 of the last line of {}: a segment was edited, or one was dropped or inserted before this file",
         previous.display()

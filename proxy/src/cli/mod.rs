@@ -74,11 +74,6 @@ pub(crate) struct TerminalExecArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,
-    // Last: each sets a help heading that holds for every argument after it.
-    #[command(flatten)]
-    pub(crate) limits: LimitArgs,
-    #[command(flatten)]
-    pub(crate) rotation: RotationArgs,
 }
 
 /// Arguments of `sluice check`.

@@ -112,6 +112,7 @@ async fn intercepted_steps(
         exchange,
     )
     .await?;
+    ask_for_scannable_codings(&mut parts.headers);
     // Signed again with the real key, over the request as it leaves.
     let body = match signing {
         Some(pending) => {
@@ -201,6 +202,7 @@ async fn plain_steps(
         exchange,
     )
     .await?;
+    ask_for_scannable_codings(&mut parts.headers);
     // Upstream, and the response redacted on its way back.
     let destination = Destination::new(target, Scheme::HTTP)?;
     let sent = Sent {
@@ -319,6 +321,20 @@ struct Sent<'a> {
     stopped: &'a StoppedBody,
 }
 
+/// Asks for answers sluice can scan: in a coding it can decode (a client's list that names
+/// only such codings goes as it came), and gRPC messages uncompressed, since sluice does
+/// not undo gRPC's message codings. Before a request is signed again, so that a signature
+/// covering these headers covers what leaves.
+fn ask_for_scannable_codings(headers: &mut http::HeaderMap) {
+    let asked = headers.get_all(ACCEPT_ENCODING);
+    if !asked.iter().all(codec::names_only_decodable) {
+        headers.insert(ACCEPT_ENCODING, codec::accept_encoding());
+    }
+    if headers.contains_key(GRPC_ACCEPT_ENCODING) {
+        headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    }
+}
+
 /// Sends the scanned request to `destination` and redacts the response on its way back.
 async fn send(
     mut parts: Parts,
@@ -328,20 +344,6 @@ async fn send(
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
-    // Responses must come back in a coding sluice can decode, to be scanned (a client's
-    // list that names only such codings goes as it came: it may be signed); and gRPC
-    // messages uncompressed, since sluice does not undo gRPC's message codings.
-    let asked = parts.headers.get_all(ACCEPT_ENCODING);
-    if !asked.iter().all(codec::names_only_decodable) {
-        parts
-            .headers
-            .insert(ACCEPT_ENCODING, codec::accept_encoding());
-    }
-    if parts.headers.contains_key(GRPC_ACCEPT_ENCODING) {
-        parts
-            .headers
-            .insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-    }
     parts.headers.insert(HOST, destination.host_header());
     parts.uri = destination.uri(parts.uri.path_and_query())?;
     let downstream_version = parts.version;

@@ -130,6 +130,7 @@ async fn redact_whole(
             bytes, trailers,
         )));
     }
+    shared.counters.scanned(bytes.len() as u64);
     // Nothing to redact (the common case): the body goes on as it came, with its length
     // written by sluice (one value, no leading zeros).
     if !shared.guard.is_match(&bytes) {

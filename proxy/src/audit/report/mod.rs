@@ -47,6 +47,7 @@ const TOP_NAMES: usize = 5;
 const TOP_DENIED: usize = 50;
 const TOP_RELOADS: usize = 50;
 const TOP_WITHHELD: usize = 100;
+const TOP_MATERIALIZED: usize = 50;
 
 /// What the report says, as `--json` writes it.
 #[derive(Debug, Clone, Serialize)]
@@ -450,8 +451,8 @@ impl Tally {
         let more_denied = more(denied.iter().skip(TOP_DENIED).map(|d| d.count));
         denied.truncate(TOP_DENIED);
         let mut materialized = named_pairs(self.materialized);
-        let more_materialized = more(materialized.iter().skip(TOP_DENIED).map(|m| m.count));
-        materialized.truncate(TOP_DENIED);
+        let more_materialized = more(materialized.iter().skip(TOP_MATERIALIZED).map(|m| m.count));
+        materialized.truncate(TOP_MATERIALIZED);
         let more_withheld = self.withheld.len().saturating_sub(TOP_WITHHELD) as u64;
 
         let reloads_shown = self.reloads.len() as u64;
