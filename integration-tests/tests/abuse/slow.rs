@@ -277,10 +277,13 @@ async fn slowloris_from_slowhttptest_is_cut_off_and_the_service_stays_up() {
     // The tool's own verdict: every connection it opened was closed before its time ran out.
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("No open connections left"), "{stdout}");
+    // The report samples once a second, so its last row may predate the last closes (seen:
+    // 94 closed and 6 still connected at second 2, then "No open connections left"): it
+    // shows the connections were made; the verdict above, that none is left open.
     let last = rows.last().expect("a report row");
     assert!(
-        last[1] >= 95,
-        "sluice closed few of the slow connections: {csv}"
+        last[1] + last[3] >= 95,
+        "slowhttptest made few of its slow connections: {csv}"
     );
     assert!(
         rows.iter().skip(1).all(|row| row[4] > 0),
