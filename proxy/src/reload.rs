@@ -506,6 +506,29 @@ mod tests {
     }
 
     #[test]
+    fn a_reload_that_narrows_allow_ips_holds_for_the_generation_before_it_too() {
+        let f = fixture();
+        let path = f.dir.path().join("policy.yaml");
+        let base = declaration(f.dir.path(), &[("a", "a.test")], "other.test");
+        std::fs::write(&path, format!("{base}  allow_ips: [\"127.0.0.1/32\"]\n")).unwrap();
+        let live =
+            Arc::new(Live::start(Policy::load(&path).unwrap().policy, Some(path.clone())).unwrap());
+        let first = live.current();
+        let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+        let check = crate::shared::allow_ips(&first.policy, &live);
+        assert!(check(loopback));
+        std::fs::write(&path, &base).unwrap();
+        live.reload(&f.ca).unwrap();
+        // What the first generation's tunnels dial from now on is held to the new policy.
+        assert!(!check(loopback));
+        // A reload never widens what an older generation may dial.
+        std::fs::write(&path, format!("{base}  allow_ips: [\"127.0.0.0/8\"]\n")).unwrap();
+        live.reload(&f.ca).unwrap();
+        assert!(check(loopback));
+        assert!(!check(std::net::IpAddr::from([127, 0, 0, 2])));
+    }
+
+    #[test]
     fn a_value_that_moves_between_secrets_belongs_to_its_new_owner() {
         let f = fixture();
         // Two files swapped: each value now another secret's.

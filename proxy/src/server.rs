@@ -25,7 +25,7 @@ use crate::auth::Credentials;
 use crate::config::ProxyConfig;
 use crate::shared::{Shared, until_stopped};
 use crate::tls::Terminator;
-use crate::upstream::{Upstream, UpstreamConfig, allow_ips_of};
+use crate::upstream::{Upstream, UpstreamConfig};
 
 /// Why the proxy could not start. Names the failing part; never a secret value.
 #[derive(Debug, thiserror::Error)]
@@ -189,7 +189,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     // (`Shared::current`).
     let upstream = Upstream::new(UpstreamConfig {
         pins,
-        allow_ips: allow_ips_of(declared.policy.clone()),
+        allow_ips: crate::shared::allow_ips(&declared.policy, &live),
         own_listeners: std::iter::once(addr)
             .chain(transparent)
             .chain(admin.as_ref().map(|(_, addr, _)| *addr))

@@ -23,7 +23,7 @@ use crate::metrics::Counters;
 use crate::reload::Live;
 use crate::signing::Signers;
 use crate::tls::Terminator;
-use crate::upstream::{Upstream, allow_ips_of};
+use crate::upstream::{AllowIps, Upstream};
 
 /// Held by every task serving a client connection or a tunnel that came out of it; the
 /// connection slot is free again when the last one is dropped.
@@ -92,7 +92,7 @@ impl Shared {
                 self.upstream.clone()
             } else {
                 self.upstream
-                    .for_generation(allow_ips_of(declared.policy.clone()))
+                    .for_generation(allow_ips(&declared.policy, &self.live))
             },
             audit: self.audit.clone(),
             limits: self.limits,
@@ -111,6 +111,14 @@ impl Shared {
             tracing::error!(%error, "audit log write failed; sluice now refuses to proxy");
         }
     }
+}
+
+/// The address policy a generation dials under: its own `allow_ips`, and the one in force
+/// too, so that a reload that narrows `allow_ips` holds at once for every new dial, from
+/// tunnels opened before it as well. A reload never widens what an older tunnel may dial.
+pub(crate) fn allow_ips(policy: &Arc<Policy>, live: &Arc<Live>) -> AllowIps {
+    let (policy, live) = (policy.clone(), live.clone());
+    Arc::new(move |ip| policy.ip_allowed(ip) && live.current().policy.ip_allowed(ip))
 }
 
 /// Resolves once the proxy is told to stop (at once if it already was).

@@ -117,11 +117,6 @@ pub(crate) enum UpstreamError {
 /// The declaration's `allow_ips` check, of one generation.
 pub(crate) type AllowIps = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
 
-/// The `allow_ips` check of one declaration.
-pub(crate) fn allow_ips_of(policy: Arc<sluice_policies::Policy>) -> AllowIps {
-    Arc::new(move |ip| policy.ip_allowed(ip))
-}
-
 /// What the dialler needs: pins, address policy and timeouts. One per generation of the
 /// declaration: its address policy is that generation's `allow_ips`, so a connection (and
 /// a pool) dialled under one declaration is never used under another.
