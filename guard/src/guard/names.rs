@@ -209,6 +209,15 @@ mod tests {
             expected.sort_unstable();
             found.sort_unstable();
             prop_assert_eq!(found, expected);
+            // Text redacted in any letter case holds no value form in any letter case.
+            let text = String::from_utf8(name.clone()).unwrap();
+            let redacted = guard.redact_string(text).to_ascii_lowercase();
+            for (_, texts) in &forms {
+                for t in texts {
+                    let t = String::from_utf8_lossy(t).to_ascii_lowercase();
+                    prop_assert!(!redacted.contains(&t), "{} left in {}", t, redacted);
+                }
+            }
         }
     }
 }
