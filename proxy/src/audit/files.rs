@@ -184,14 +184,19 @@ fn file_identity(path: &Path) -> io::Result<(u64, u64)> {
 fn is_log_name(name: &str) -> bool {
     match name.rsplit_once(".jsonl") {
         Some((stem, "")) => !stem.is_empty(),
-        Some((stem, rest)) => {
-            !stem.is_empty()
-                && rest
-                    .strip_prefix('.')
-                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        }
+        Some((stem, rest)) => !stem.is_empty() && segment_number(rest).is_some(),
         None => false,
     }
+}
+
+/// The `N` of a segment's suffix `.N`: digits only (no sign, no space), so that one number
+/// is written one way.
+pub(crate) fn segment_number(suffix: &str) -> Option<u64> {
+    let digits = suffix.strip_prefix('.')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Rotated segments by number, the active file (no number) last.
@@ -318,11 +323,13 @@ mod tests {
 
     /// A run of `events` swaps at `path`, rotating every few lines when `rotate`.
     fn write_log(path: &Path, events: usize, rotate: bool) {
-        let rotation = crate::audit::Rotation {
-            max_bytes: rotate.then_some(super::super::MIN_SEGMENT_BYTES),
-            max_age: None,
+        use crate::audit::segments::tests::{SMALL_SEGMENTS, run};
+        let rotation = if rotate {
+            SMALL_SEGMENTS
+        } else {
+            crate::audit::Rotation::default()
         };
-        crate::audit::segments::tests::run(path, "run-a", events, rotation);
+        run(path, "run-a", events, rotation);
     }
 
     fn verdicts(paths: &[PathBuf]) -> Vec<(usize, Option<String>)> {

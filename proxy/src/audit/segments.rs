@@ -142,16 +142,14 @@ fn segments_beside(path: &Path) -> io::Result<Vec<Beside>> {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Err(io::Error::other("the audit log path has no file name"));
     };
-    let prefix = format!("{name}.");
     let mut found = Vec::new();
     for entry in std::fs::read_dir(directory(path))? {
         let entry = entry?;
         let entry_name = entry.file_name();
         let Some(number) = entry_name
             .to_string_lossy()
-            .strip_prefix(&prefix)
-            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|n| n.parse::<u64>().ok())
+            .strip_prefix(name.as_str())
+            .and_then(super::files::segment_number)
         else {
             continue;
         };
@@ -254,6 +252,12 @@ pub(crate) mod tests {
         }
     }
 
+    /// Rotation into the smallest segments there are: a few lines each.
+    pub(crate) const SMALL_SEGMENTS: Rotation = Rotation {
+        max_bytes: Some(MIN_SEGMENT_BYTES),
+        max_age: None,
+    };
+
     /// A run of `events` swaps written to `path`, closed with `stop`.
     pub(crate) fn run(path: &Path, run_id: &str, events: usize, rotation: Rotation) {
         let log = AuditLog::open_with(path, run_id, start(), None, rotation).unwrap();
@@ -343,10 +347,7 @@ pub(crate) mod tests {
     fn rotation_spreads_one_chain_over_numbered_segments() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let rotation = Rotation {
-            max_bytes: Some(MIN_SEGMENT_BYTES),
-            max_age: None,
-        };
+        let rotation = SMALL_SEGMENTS;
         run(&path, "run-a", 120, rotation);
         let segments = files(dir.path());
         assert!(segments.len() >= 4, "{segments:?}");
@@ -395,10 +396,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         run(&path, "run-a", 60, Rotation::default());
-        let rotation = Rotation {
-            max_bytes: Some(MIN_SEGMENT_BYTES),
-            max_age: None,
-        };
+        let rotation = SMALL_SEGMENTS;
         run(&path, "run-b", 1, rotation);
         assert_eq!(
             files(dir.path()),
@@ -421,10 +419,7 @@ pub(crate) mod tests {
     fn a_crash_between_rename_and_create_leaves_one_chain() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let rotation = Rotation {
-            max_bytes: Some(MIN_SEGMENT_BYTES),
-            max_age: None,
-        };
+        let rotation = SMALL_SEGMENTS;
         run(&path, "run-a", 60, rotation);
         // The writer renamed the active file and died before creating the next one.
         let n = next_number(&path).unwrap();

@@ -65,8 +65,8 @@ fn record_held(shared: &Shared, held: Vec<(String, u64)>) {
     }
 }
 
-/// The `deny` event of `count` refused queries for `name`. The name as asked may hold a
-/// secret (DNS exfiltration): the audit log's redactor sees it before it is written.
+/// The `deny` event of `count` refused queries for `name` (already redacted; the audit
+/// log's redactor sees it again before it is written).
 fn deny(name: String, count: u64) -> Event {
     Event::new(EventKind::Deny)
         .host(name)
@@ -102,6 +102,9 @@ fn answer(query: &[u8], names: &Names, shared: &Shared, denials: &mut Denials) -
     let asked = question.name().to_ascii();
     let name = asked.trim_end_matches('.').to_ascii_lowercase();
     if !shared.policy.resolvable(&name) {
+        // Held for a while to count its repeats: as the audit log will show it, never
+        // with a value spelled into it (DNS exfiltration) kept in memory meanwhile.
+        let name = shared.guard.redact_string(name);
         if let Some(count) = denials.refused(&name, Instant::now()) {
             shared.record(deny(name, count));
         }
