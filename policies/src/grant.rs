@@ -7,6 +7,7 @@
 use crate::host::normalize_host;
 use crate::model::{Location, Sink};
 use crate::policy::Policy;
+use crate::rules::RequestLine;
 
 /// A granted use of a secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,6 +120,20 @@ pub enum Ungranted {
         /// The region the request's credential scope names.
         region: String,
     },
+    /// No rule of the secret's `allow:` admits this request's method and path.
+    #[error("secret {secret} may not be swapped into {method} {path} toward {host}: {fix}")]
+    RequestNotAllowed {
+        /// The secret.
+        secret: String,
+        /// The normalised host.
+        host: String,
+        /// The request's method.
+        method: String,
+        /// The request's normalised path (never its query).
+        path: String,
+        /// The change to `allow:` that would admit it.
+        fix: String,
+    },
     /// The secret may go in headers, but not this one.
     #[error(
         "secret {secret} may not be placed in header {header} toward {host}; add {header} to secrets.{secret}.header"
@@ -145,6 +160,7 @@ impl Ungranted {
             Ungranted::Passthrough { .. } => "passthrough_host",
             Ungranted::PlaceNotGranted { .. } => "location_not_granted",
             Ungranted::HeaderNotGranted { .. } => "header_not_granted",
+            Ungranted::RequestNotAllowed { .. } => "request_not_allowed",
             Ungranted::SignsOnly { .. } => "signing_secret",
             Ungranted::ServiceNotGranted { .. } => "service_not_granted",
             Ungranted::RegionNotGranted { .. } => "region_not_granted",
@@ -156,14 +172,38 @@ impl Policy {
     /// The grant decision: may `secret`'s real value go to `sink`?
     ///
     /// For [`Sink::Egress`], `host` (normalised here) and `port` must match one of the
-    /// secret's hosts, the host must not be passthrough, and `location` must be in the
-    /// secret's `in:` (and, for a header, in `header:` when given). For every other sink
-    /// only the sink is checked; `host`, `port` and `location` are ignored.
+    /// secret's hosts, the host must not be passthrough, `location` must be in the
+    /// secret's `in:` (and, for a header, in `header:` when given), and one of its
+    /// `allow:` rules, when it has them, must admit the request's method and path. For
+    /// every other sink only the sink is checked; the rest is ignored.
     ///
     /// # Errors
     ///
     /// A [`Ungranted`] naming the missing grant.
     pub fn may(
+        &self,
+        secret: &str,
+        sink: Sink,
+        host: &str,
+        port: u16,
+        location: &Location,
+        request: &RequestLine<'_>,
+    ) -> Result<Permit, Ungranted> {
+        let permit = self.may_place(secret, sink, host, port, location)?;
+        if sink == Sink::Egress {
+            self.may_request(permit.secret_index, host, request)?;
+        }
+        Ok(permit)
+    }
+
+    /// [`Policy::may`] short of the request rules: everything that is the same for every
+    /// request toward one host, which the proxy decides once per tunnel and completes with
+    /// [`Policy::may_request`] per request.
+    ///
+    /// # Errors
+    ///
+    /// As [`Policy::may`], but never [`Ungranted::RequestNotAllowed`].
+    pub fn may_place(
         &self,
         secret: &str,
         sink: Sink,
@@ -208,6 +248,36 @@ impl Policy {
             }
         }
         Ok(permit)
+    }
+
+    /// The request half of [`Policy::may`]: whether the `allow:` rules of the secret at
+    /// `secret_index` (an index in [`Policy::secrets`]) admit `request`. A secret without
+    /// rules admits every request. `host` only names the host in the refusal.
+    ///
+    /// # Errors
+    ///
+    /// [`Ungranted::RequestNotAllowed`], naming the change to `allow:` that would admit it.
+    ///
+    /// # Panics
+    ///
+    /// When `secret_index` is not an index of [`Policy::secrets`].
+    pub fn may_request(
+        &self,
+        secret_index: usize,
+        host: &str,
+        request: &RequestLine<'_>,
+    ) -> Result<(), Ungranted> {
+        let decl = &self.secrets[secret_index];
+        match &decl.rules {
+            Some(rules) if !rules.admits(request) => Err(Ungranted::RequestNotAllowed {
+                secret: decl.name.clone(),
+                host: normalize_host(host).unwrap_or_else(|_| host.to_owned()),
+                method: request.method().to_owned(),
+                path: request.path().to_owned(),
+                fix: rules.fix(&decl.name, request),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The host half of [`Policy::may`] for [`Sink::Egress`]: may `secret`'s value go to

@@ -48,6 +48,7 @@ mod model;
 mod placeholder;
 mod policy;
 mod raw;
+mod rules;
 mod source;
 mod validate;
 
@@ -63,6 +64,7 @@ pub use model::{
 };
 pub use placeholder::{MintError, NONCE_BYTES, Placeholders};
 pub use policy::{DeclarationFile, Denied, Loaded, Policy, Reach};
+pub use rules::{RequestLine, RequestRules, RuleProblem, normalize_path};
 /// The guard's limits, which validation checks a declaration against: defined once, in
 /// sluice-guard.
 pub use sluice_guard::{MIN_PLACEHOLDER_LEN, MIN_VALUE_LEN};

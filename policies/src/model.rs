@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use zeroize::Zeroizing;
 
 use crate::host::HostPattern;
+use crate::rules::RequestRules;
 
 /// Where a secret's real value may go (the secret-boundary model).
 ///
@@ -173,6 +174,8 @@ pub struct SecretDecl {
     pub(crate) locations: Vec<Place>,
     pub(crate) header_names: Option<Vec<String>>,
     pub(crate) placeholder: Option<String>,
+    /// `allow:`: the requests it may be swapped into; `None` admits every request.
+    pub(crate) rules: Option<RequestRules>,
     pub(crate) source: Source,
     /// For a part of a signing secret: the signer's index in [`crate::Policy::signers`]
     /// and which part this is.
@@ -198,6 +201,11 @@ impl SecretDecl {
     /// Whether `sinks:` was written (false means the `[egress]` default applied).
     pub fn sinks_explicit(&self) -> bool {
         self.sinks_explicit
+    }
+
+    /// Its request rules (`allow:`), when it has them.
+    pub fn rules(&self) -> Option<&RequestRules> {
+        self.rules.as_ref()
     }
 
     /// Whether it is granted `sink`.
@@ -247,6 +255,10 @@ impl SecretDecl {
                 })
                 .collect();
             line.push_str(&format!(" → {}; {}", hosts.join(", "), places.join(", ")));
+            if let Some(rules) = &self.rules {
+                let plural = if rules.len() == 1 { "" } else { "s" };
+                line.push_str(&format!("; {} request rule{plural}", rules.len()));
+            }
         }
         line
     }

@@ -20,7 +20,7 @@ use crate::validate::{Validated, validate};
 /// # Example
 ///
 /// ```
-/// use sluice_policies::{Location, Policy, Reach, Sink};
+/// use sluice_policies::{Location, Policy, Reach, RequestLine, Sink};
 ///
 /// let yaml = "version: 1
 /// secrets:
@@ -34,8 +34,9 @@ use crate::validate::{Validated, validate};
 /// assert!(matches!(policy.reach("API.GitHub.com.", 443), Reach::Intercept));
 /// assert!(matches!(policy.reach("evil.example", 443), Reach::Denied(_)));
 /// let auth = Location::Header("authorization".into());
-/// assert!(policy.may("github_token", Sink::Egress, "api.github.com", 443, &auth).is_ok());
-/// assert!(policy.may("github_token", Sink::Egress, "evil.example", 443, &auth).is_err());
+/// let line = RequestLine::new("GET", "/user");
+/// assert!(policy.may("github_token", Sink::Egress, "api.github.com", 443, &auth, &line).is_ok());
+/// assert!(policy.may("github_token", Sink::Egress, "evil.example", 443, &auth, &line).is_err());
 /// ```
 #[derive(Debug)]
 pub struct Policy {
@@ -45,6 +46,8 @@ pub struct Policy {
     verbatim: Vec<HostPattern>,
     passthrough: Vec<HostPattern>,
     allow_ips: Vec<IpNet>,
+    /// The indexes of the secrets with request rules, for the per-request half of a grant.
+    ruled: Vec<usize>,
     sha256: String,
 }
 
@@ -220,8 +223,12 @@ impl Policy {
                 },
             }]));
         };
+        let ruled = (0..secrets.len())
+            .filter(|&i| secrets[i].rules.is_some())
+            .collect();
         Ok(Loaded {
             policy: Policy {
+                ruled,
                 secrets,
                 signers,
                 allow,
@@ -245,6 +252,13 @@ impl Policy {
     /// where it was declared.
     pub fn secrets(&self) -> &[SecretDecl] {
         &self.secrets
+    }
+
+    /// The indexes in [`Policy::secrets`] of the secrets with request rules (`allow:`),
+    /// whose grant depends on each request's method and path
+    /// ([`Policy::may_request`]).
+    pub fn ruled_secrets(&self) -> &[usize] {
+        &self.ruled
     }
 
     /// The signing secrets (`sign:`), in declaration order.

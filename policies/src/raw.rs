@@ -59,12 +59,22 @@ pub(crate) struct RawSecret {
     pub(crate) locations: Option<SpannedList>,
     pub(crate) header: Option<SpannedList>,
     pub(crate) placeholder: Option<Spanned<String>>,
+    /// `allow:`: request rules, the methods and paths the secret may be swapped into.
+    pub(crate) allow: Option<Spanned<Vec<Spanned<RawRule>>>>,
     /// `sign: aws-sigv4`: the secret signs requests instead of being swapped into them.
     pub(crate) sign: Option<Spanned<String>>,
     /// A signing secret's narrowing to these services (signing names).
     pub(crate) services: Option<SpannedList>,
     /// A signing secret's narrowing to these regions.
     pub(crate) regions: Option<SpannedList>,
+}
+
+/// One request rule: `{ methods: [GET], paths: ["/user"] }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRule {
+    pub(crate) methods: Option<SpannedList>,
+    pub(crate) paths: Option<SpannedList>,
 }
 
 /// `from: { env: VAR }`, `from: { file: PATH }` or `from: { command: [ARGV...] }`; for a

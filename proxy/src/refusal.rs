@@ -35,6 +35,9 @@ pub enum Code {
     PlaceholderNotGranted,
     /// `403`: a real value toward a host its secret does not grant.
     SecretValueRefused,
+    /// `403`: a placeholder toward a host its secret grants, in a request (method and
+    /// path) that no rule of its `allow:` admits.
+    RequestNotAllowed,
     /// `431`: the request head is over the limit.
     RequestHeadTooLarge,
     /// `413`: a body that must be buffered is over the bound.
@@ -73,6 +76,7 @@ impl Code {
             Self::BadRequest => "bad-request",
             Self::PlaceholderNotGranted => "placeholder-not-granted",
             Self::SecretValueRefused => "secret-value-refused",
+            Self::RequestNotAllowed => "request-not-allowed",
             Self::RequestHeadTooLarge => "request-head-too-large",
             Self::BodyTooLarge => "body-too-large",
             Self::RequestBodyTimeout => "request-body-timeout",

@@ -15,7 +15,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_policies::{Diagnostic, Location, Policy, Severity, Sink};
+use sluice_policies::{Diagnostic, Location, Policy, RequestLine, Severity, Sink};
 
 const FILE: &str = "fuzz.yaml";
 
@@ -98,12 +98,22 @@ fuzz_target!(|data: &[u8]| {
             ] {
                 let _ = policy.reach(host, 443);
                 let _ = policy.is_verbatim(host, 443);
+                // Request lines from the input's own lines: paths the rules must weigh
+                // without panicking, however they are spelled.
+                let lines_of_input: Vec<RequestLine<'_>> = text
+                    .lines()
+                    .take(4)
+                    .map(|line| RequestLine::new("GET", line))
+                    .collect();
                 for secret in policy.secrets() {
                     let header = Location::Header("authorization".into());
                     for location in [header, Location::Query, Location::Body] {
-                        let _ = policy.may(secret.name(), Sink::Egress, host, 443, &location);
+                        for line in &lines_of_input {
+                            let _ = policy.may(secret.name(), Sink::Egress, host, 443, &location, line);
+                        }
                     }
-                    let _ = policy.may(secret.name(), Sink::Command, host, 443, &Location::Body);
+                    let line = RequestLine::new("POST", "/");
+                    let _ = policy.may(secret.name(), Sink::Command, host, 443, &Location::Body, &line);
                 }
             }
         }

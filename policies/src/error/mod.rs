@@ -223,6 +223,9 @@ pub enum Problem {
     /// A host pattern that cannot be used.
     #[error("{0}")]
     Host(HostError),
+    /// A request rule (`allow:`) that cannot be used, or could never match.
+    #[error("{0}")]
+    Rule(crate::rules::RuleProblem),
     /// A secret with neither `from:` nor `value:`.
     #[error(
         "secret {secret} has no source, expected `from: {{ env: VAR }}`, `from: {{ file: PATH }}` or `value:`"

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::*;
 
+mod rules;
 mod signing;
 mod truthful;
 
@@ -806,11 +807,11 @@ fn may_grants_the_declared_host_and_refuses_another() {
     let p = policy(GRANTS);
     let auth = Location::Header("authorization".into());
     assert!(
-        p.may("gh", Sink::Egress, "API.GITHUB.COM.", 443, &auth)
+        p.may_place("gh", Sink::Egress, "API.GITHUB.COM.", 443, &auth)
             .is_ok()
     );
     let r = p
-        .may("gh", Sink::Egress, "evil.com", 443, &auth)
+        .may_place("gh", Sink::Egress, "evil.com", 443, &auth)
         .unwrap_err();
     assert!(matches!(r, Ungranted::HostNotGranted { .. }));
     assert_eq!(
@@ -823,7 +824,7 @@ fn may_grants_the_declared_host_and_refuses_another() {
 fn may_checks_the_port_when_the_grant_names_one() {
     let p = policy(GRANTS);
     assert!(
-        p.may(
+        p.may_place(
             "sandbox_key",
             Sink::Egress,
             "api.example.com",
@@ -832,7 +833,7 @@ fn may_checks_the_port_when_the_grant_names_one() {
         )
         .is_ok()
     );
-    let r = p.may(
+    let r = p.may_place(
         "sandbox_key",
         Sink::Egress,
         "api.example.com",
@@ -849,11 +850,11 @@ fn may_checks_the_port_when_the_grant_names_one() {
 fn may_checks_the_location() {
     let p = policy(GRANTS);
     assert!(
-        p.may("gh", Sink::Egress, "api.github.com", 443, &Location::Body)
+        p.may_place("gh", Sink::Egress, "api.github.com", 443, &Location::Body)
             .is_ok()
     );
     let r = p
-        .may("gh", Sink::Egress, "api.github.com", 443, &Location::Query)
+        .may_place("gh", Sink::Egress, "api.github.com", 443, &Location::Query)
         .unwrap_err();
     assert!(matches!(
         r,
@@ -867,12 +868,12 @@ fn may_checks_the_header_name() {
     let p = policy(GRANTS);
     let ok = Location::Header("Authorization".into());
     assert!(
-        p.may("gh", Sink::Egress, "api.github.com", 443, &ok)
+        p.may_place("gh", Sink::Egress, "api.github.com", 443, &ok)
             .is_ok()
     );
     let other = Location::Header("x-forwarded-token".into());
     let r = p
-        .may("gh", Sink::Egress, "api.github.com", 443, &other)
+        .may_place("gh", Sink::Egress, "api.github.com", 443, &other)
         .unwrap_err();
     assert_eq!(r.code(), "header_not_granted");
     assert!(
@@ -891,7 +892,7 @@ fn may_checks_the_sink() {
         "secret gh is not granted the file sink; add file to secrets.gh.sinks"
     );
     assert!(
-        p.may(
+        p.may_place(
             "sandbox_key",
             Sink::Egress,
             "api.example.com",
@@ -901,7 +902,7 @@ fn may_checks_the_sink() {
         .is_ok()
     );
     assert!(matches!(
-        p.may(
+        p.may_place(
             "sandbox_key",
             Sink::Command,
             "api.example.com",
@@ -935,11 +936,11 @@ fn may_refuses_a_granted_host_that_is_passthrough() {
     let p = Policy::parse(&src, "t.yaml").unwrap().policy;
     let auth = Location::Header("authorization".into());
     assert!(
-        p.may("gh", Sink::Egress, "a.example.com", 443, &auth)
+        p.may_place("gh", Sink::Egress, "a.example.com", 443, &auth)
             .is_ok()
     );
     assert!(matches!(
-        p.may("gh", Sink::Egress, "b.example.com", 443, &auth),
+        p.may_place("gh", Sink::Egress, "b.example.com", 443, &auth),
         Err(Ungranted::Passthrough { .. })
     ));
     assert_eq!(p.reach("b.example.com", 443), Reach::Passthrough);

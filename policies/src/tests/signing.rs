@@ -205,7 +205,7 @@ fn a_signing_secret_compiles_into_a_signer_and_a_secret_per_part() {
     // A part is never swapped into a request, even toward its hosts.
     let auth = Location::Header("authorization".into());
     let refused = policy
-        .may(
+        .may_place(
             "aws_prod.access_key_id",
             Sink::Egress,
             "s3.amazonaws.com",
@@ -222,7 +222,7 @@ fn a_signing_secret_compiles_into_a_signer_and_a_secret_per_part() {
     );
     // Toward another host, the fix names the signer's hosts.
     let refused = policy
-        .may(
+        .may_place(
             "aws_prod.secret_access_key",
             Sink::Egress,
             "evil.example",

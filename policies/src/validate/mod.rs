@@ -12,6 +12,7 @@
 
 mod egress;
 mod empty;
+mod rules;
 mod secret;
 mod sign;
 mod source;

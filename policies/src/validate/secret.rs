@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_saphyr::Spanned;
 use sluice_guard::MIN_PLACEHOLDER_LEN;
 
-use super::{Ctx, Pos, push_at, source};
+use super::{Ctx, Pos, push_at, rules, source};
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
@@ -103,6 +103,16 @@ pub(super) fn secret_decl(
                 );
             }
         }
+        if let Some(allow) = &s.allow {
+            cx.at(
+                allow,
+                format!("{base}.allow"),
+                Problem::NeedsEgress {
+                    secret: n.clone(),
+                    key: "allow",
+                },
+            );
+        }
     }
     let variable = placeholder_name(n);
     if let Some(why) = reserved(&variable) {
@@ -173,6 +183,9 @@ pub(super) fn secret_decl(
         names
     });
 
+    // allow (request rules)
+    let rules = rules::request_rules(cx, n, s.allow.as_ref(), &base);
+
     // hosts
     let hosts = granted_hosts(cx, name, s.hosts.as_ref(), &base, egress, passthrough);
 
@@ -224,6 +237,7 @@ pub(super) fn secret_decl(
             locations,
             header_names,
             placeholder: s.placeholder.as_ref().map(|p| p.value.clone()),
+            rules,
             source,
             signs: None,
         }),

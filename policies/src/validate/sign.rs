@@ -20,6 +20,7 @@ use crate::model::{
     Place, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, part_secret_name, placeholder_name,
 };
 use crate::raw::{RawPartFrom, RawSecret, SpannedList};
+use crate::rules::RuleProblem;
 
 /// A compiled signing secret: the signer (its `parts` indexes still to be set) and its
 /// parts' secrets.
@@ -75,6 +76,13 @@ pub(super) fn signer_decl(
                 },
             );
         }
+    }
+    if let Some(allow) = &s.allow {
+        cx.at(
+            allow,
+            format!("{base}.allow"),
+            Problem::Rule(RuleProblem::OnSigningSecret { secret: n.clone() }),
+        );
     }
     if let Some(sinks) = &s.sinks
         && !(sinks.value.len() == 1 && sinks.value[0].value == "egress")
@@ -179,6 +187,7 @@ pub(super) fn signer_decl(
         .into_iter()
         .map(|(part, part_name, source)| {
             let decl = SecretDecl {
+                rules: None,
                 name: part_name,
                 hosts: patterns.clone(),
                 sinks: vec![Sink::Egress],

@@ -90,8 +90,10 @@ async fn intercepted_steps(
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
     strip_hop_by_hop(&mut parts);
     // The head's scan: swap where granted, refuse everything else.
-    let outbound =
-        Outbound::new(&shared.guard, &shared.policy, &tunnel.target).with_cache(&tunnel.plans);
+    // Request rules are weighed here, once, on the method and normalised path.
+    let outbound = Outbound::new(&shared.guard, &shared.policy, &tunnel.target)
+        .with_cache(&tunnel.plans)
+        .for_request(&parts.method, parts.uri.path());
     scan_head(&outbound, &mut parts, exchange)?;
     // The body: read whole when its length is known and within the bound, else streamed.
     // An upgrade's is always read whole before its handshake leaves: once the upstream

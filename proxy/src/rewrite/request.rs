@@ -18,9 +18,9 @@ use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::uri::PathAndQuery;
 use sluice_guard::{
-    Encoding, Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, SwapForm, Tally,
+    Encoding, Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, SecretId, SwapForm, Tally,
 };
-use sluice_policies::{Location, Policy, Sink};
+use sluice_policies::{Location, Policy, RequestLine, Sink, Ungranted};
 
 use crate::authority::Target;
 use crate::refusal::{Code, Refusal};
@@ -84,14 +84,19 @@ pub struct Swapped {
 /// plan is the same for every request on it and is asked of the grant decision once.
 /// Bounded, since header names come from the client.
 #[derive(Default)]
-pub struct PlanCache(std::sync::Mutex<std::collections::HashMap<Place, Plan>>);
+pub struct PlanCache {
+    plans: std::sync::Mutex<std::collections::HashMap<Place, Plan>>,
+    /// The secrets with request rules that are granted toward the tunnel's host: the only
+    /// ones whose grant each request's method and path can change.
+    ruled: std::sync::OnceLock<Vec<(usize, SecretId)>>,
+}
 
 impl PlanCache {
     /// The most places remembered; past it the cache starts over.
     const CAPACITY: usize = 256;
 
     fn get_or_insert(&self, key: &Place, make: impl FnOnce() -> Plan) -> Plan {
-        let mut plans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(plan) = plans.get(key) {
             return plan.clone();
         }
@@ -114,6 +119,22 @@ pub struct Outbound<'a> {
     plain: bool,
     /// The tunnel's plans, when there is a tunnel.
     cache: Option<&'a PlanCache>,
+    /// What the request rules decided for this request, when a secret granted toward the
+    /// host has them.
+    ruled: Option<Ruled>,
+}
+
+/// The request rules' verdict on one request: the secrets whose rules refuse it keep no
+/// swap, whatever the cached plans say.
+struct Ruled {
+    method: String,
+    /// The normalised path, which the rules read.
+    path: String,
+    /// Secrets granted toward the host whose rules do not admit this request.
+    refused: Vec<SecretId>,
+    /// Whether the request must leave with the normalised path: a rule admitted a secret
+    /// into it, so the upstream gets the path that rule matched.
+    send_normalised: bool,
 }
 
 impl<'a> Outbound<'a> {
@@ -125,6 +146,7 @@ impl<'a> Outbound<'a> {
             target,
             plain: false,
             cache: None,
+            ruled: None,
         }
     }
 
@@ -134,6 +156,57 @@ impl<'a> Outbound<'a> {
             cache: Some(cache),
             ..self
         }
+    }
+
+    /// Weighs the request rules of the secrets granted toward the target against this
+    /// request's method and path (without the query), once, for every place's plan.
+    pub fn for_request(self, method: &http::Method, path: &str) -> Self {
+        let mut computed = None;
+        let ruled_here = match self.cache {
+            Some(cache) => cache.ruled.get_or_init(|| self.ruled_here()),
+            None => computed.insert(self.ruled_here()),
+        };
+        if ruled_here.is_empty() {
+            return self;
+        }
+        let line = RequestLine::new(method.as_str(), path);
+        let secrets = self.policy.secrets();
+        let refused: Vec<SecretId> = ruled_here
+            .iter()
+            .filter(|(index, _)| secrets[*index].rules().is_some_and(|r| !r.admits(&line)))
+            .map(|(_, id)| *id)
+            .collect();
+        let ruled = Ruled {
+            method: line.method().to_owned(),
+            path: line.path().to_owned(),
+            send_normalised: line.was_changed() && refused.len() < ruled_here.len(),
+            refused,
+        };
+        Self {
+            ruled: Some(ruled),
+            ..self
+        }
+    }
+
+    /// The secrets with request rules whose placeholders may be swapped toward the target
+    /// somewhere in a request.
+    fn ruled_here(&self) -> Vec<(usize, SecretId)> {
+        let (host, port) = (self.target.host.as_str(), self.target.port);
+        if self.plain {
+            return Vec::new();
+        }
+        self.policy
+            .ruled_secrets()
+            .iter()
+            .filter(|&&index| {
+                let name = self.policy.secrets()[index].name();
+                self.policy.may_reach(name, host, port).is_ok()
+            })
+            .filter_map(|&index| {
+                let id = self.guard.id(self.policy.secrets()[index].name())?;
+                Some((index, id))
+            })
+            .collect()
     }
 
     /// The scan of plain `http://` requests toward `target`: every placeholder and every
@@ -148,10 +221,27 @@ impl<'a> Outbound<'a> {
     /// The plan for one place: asks the grant decision once per secret (once per tunnel,
     /// with a cache).
     pub fn plan(&self, place: &Place) -> Plan {
-        match self.cache {
+        let mut plan = match self.cache {
             Some(cache) => cache.get_or_insert(place, || self.decide(place)),
             None => self.decide(place),
+        };
+        // A placeholder the request rules refuse is treated as any ungranted one: kept on a
+        // verbatim host, refused elsewhere.
+        if let Some(ruled) = &self.ruled {
+            let verbatim = self.policy.is_verbatim(&self.target.host, self.target.port);
+            for &id in &ruled.refused {
+                if plan.on_placeholder(id) == OnPlaceholder::Swap {
+                    let on_value = plan.on_value(id);
+                    let keep = if verbatim {
+                        OnPlaceholder::Keep
+                    } else {
+                        OnPlaceholder::Refuse
+                    };
+                    plan.set(id, keep, on_value);
+                }
+            }
         }
+        plan
     }
 
     /// Asks the grant decision, once per secret; cached per tunnel by [`Outbound::plan`].
@@ -179,9 +269,11 @@ impl<'a> Outbound<'a> {
                 Err(_) if verbatim => OnValue::Redact,
                 Err(_) => OnValue::Refuse,
             };
-            let granted = location
-                .as_ref()
-                .is_some_and(|loc| self.policy.may(name, Sink::Egress, host, port, loc).is_ok());
+            let granted = location.as_ref().is_some_and(|loc| {
+                self.policy
+                    .may_place(name, Sink::Egress, host, port, loc)
+                    .is_ok()
+            });
             let on_placeholder = if granted {
                 OnPlaceholder::Swap
             } else if verbatim {
@@ -217,6 +309,11 @@ impl<'a> Outbound<'a> {
     /// the refusal for the first refused match.
     pub fn rewrite_head(&self, parts: &mut Parts) -> Result<Vec<Swapped>, Refusal> {
         let mut done = Vec::new();
+        // A rule admitted a secret on the normalised path: that path is the one sent.
+        if let Some(ruled) = self.ruled.as_ref().filter(|r| r.send_normalised) {
+            let query = parts.uri.query().map(str::to_owned);
+            set_target(parts, &ruled.path, query.as_deref())?;
+        }
         // The method and path can carry no grant: any match there is refused or kept.
         self.check_only(parts.method.as_str().as_bytes(), &Place::Method, &mut done)?;
         self.check_only(parts.uri.path().as_bytes(), &Place::Path, &mut done)?;
@@ -233,13 +330,7 @@ impl<'a> Outbound<'a> {
                 .map_err(|e| self.refusal(e, &Place::Query))?;
             if rewritten.is_changed() {
                 let new_query = String::from_utf8_lossy(rewritten.bytes());
-                let pq: PathAndQuery = format!("{path}?{new_query}")
-                    .parse()
-                    .map_err(|_| Refusal::bad_request("the rewritten query is not valid"))?;
-                let mut uri = parts.uri.clone().into_parts();
-                uri.path_and_query = Some(pq);
-                parts.uri = http::Uri::from_parts(uri)
-                    .map_err(|_| Refusal::bad_request("the rewritten target is not valid"))?;
+                set_target(parts, &path, Some(&new_query))?;
             }
             done.push(Swapped {
                 place: Place::Query,
@@ -362,24 +453,28 @@ impl<'a> Outbound<'a> {
         let target = self.target.authority();
         match refused.form {
             Form::Placeholder => {
+                let mut code = Code::PlaceholderNotGranted;
                 let why = match place.location() {
                     _ if self.plain => {
                         "placeholders are never swapped into plain http:// requests; use https://"
                             .to_owned()
                     }
-                    Some(location) => {
-                        match self.policy.may(secret, Sink::Egress, host, port, &location) {
-                            Err(refusal) => refusal.to_string(),
-                            Ok(_) => "the grant was withdrawn".into(),
+                    Some(location) => match self.ungranted(secret, &location) {
+                        Some(refusal) => {
+                            if let Ungranted::RequestNotAllowed { .. } = refusal {
+                                code = Code::RequestNotAllowed;
+                            }
+                            refusal.to_string()
                         }
-                    }
+                        None => "the grant was withdrawn".into(),
+                    },
                     None => format!(
                         "placeholders are swapped only in headers, the query or the body, never in the {}",
                         place.label()
                     ),
                 };
                 Refusal::secret_refused(
-                    Code::PlaceholderNotGranted,
+                    code,
                     format!(
                         "sluice refused the request to {target}: placeholder of secret {secret} in {}: {why}",
                         place.label()
@@ -407,6 +502,39 @@ impl<'a> Outbound<'a> {
             }
         }
     }
+}
+
+impl Outbound<'_> {
+    /// Why `secret` may not be swapped at `location` in this request, as the grant
+    /// decision words it: the whole of [`Policy::may`] when the request rules were weighed.
+    fn ungranted(&self, secret: &str, location: &Location) -> Option<Ungranted> {
+        let (host, port) = (self.target.host.as_str(), self.target.port);
+        let decided = match &self.ruled {
+            Some(ruled) => {
+                let line = RequestLine::new(&ruled.method, &ruled.path);
+                self.policy
+                    .may(secret, Sink::Egress, host, port, location, &line)
+            }
+            None => self
+                .policy
+                .may_place(secret, Sink::Egress, host, port, location),
+        };
+        decided.err()
+    }
+}
+
+/// Replaces the path and query of `parts`' target, keeping its scheme and authority.
+fn set_target(parts: &mut Parts, path: &str, query: Option<&str>) -> Result<(), Refusal> {
+    let target = match query {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let invalid = || Refusal::bad_request("the rewritten request target is not valid");
+    let pq: PathAndQuery = target.parse().map_err(|_| invalid())?;
+    let mut uri = parts.uri.clone().into_parts();
+    uri.path_and_query = Some(pq);
+    parts.uri = http::Uri::from_parts(uri).map_err(|_| invalid())?;
+    Ok(())
 }
 
 /// Refuses a target authority (a CONNECT target, an absolute-form URI's host) that holds
