@@ -16,6 +16,7 @@ pub mod pki;
 pub mod proxy;
 pub mod raw;
 pub mod raw_upstream;
+pub mod serve;
 pub mod served;
 pub mod upstream;
 
@@ -23,6 +24,7 @@ pub use client::{Curl, CurlOutput, TunnelClient};
 pub use launch::{Launch, RunOutput};
 pub use pki::TestPki;
 pub use proxy::TestProxy;
+pub use serve::ServeBinary;
 pub use served::ServedUpstream;
 pub use upstream::{Recorded, RecordingUpstream};
 

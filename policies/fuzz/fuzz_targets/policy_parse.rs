@@ -98,12 +98,13 @@ fuzz_target!(|data: &[u8]| {
             ] {
                 let _ = policy.reach(host, 443);
                 let _ = policy.is_verbatim(host, 443);
-                // Request lines from the input's own lines: paths the rules must weigh
-                // without panicking, however they are spelled.
+                // Request lines from the input's own lines (each from its first `/`):
+                // paths the rules must weigh without panicking, however they are spelled.
                 let lines_of_input: Vec<RequestLine<'_>> = text
                     .lines()
+                    .filter_map(|line| line.find('/').map(|at| &line[at..]))
                     .take(4)
-                    .map(|line| RequestLine::new("GET", line))
+                    .map(|path| RequestLine::new("GET", path))
                     .collect();
                 for secret in policy.secrets() {
                     let header = Location::Header("authorization".into());

@@ -628,6 +628,72 @@ mod tests {
     }
 
     #[test]
+    fn request_rules_decide_per_request_and_never_poison_the_tunnels_plans() {
+        let yaml = r#"
+version: 1
+secrets:
+  gh:
+    value: "Gh-Value-000000001"
+    hosts: ["api.test", "model.test"]
+    allow: [{ methods: [GET], paths: ["/repos/**"] }]
+egress:
+  verbatim: ["model.test"]
+"#;
+        let policy = Policy::parse(yaml, "rules.yaml").unwrap().policy;
+        let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+        let placeholder = guard
+            .placeholder(guard.id("gh").unwrap())
+            .as_str()
+            .to_owned();
+        let api = Target {
+            host: "api.test".into(),
+            port: 443,
+        };
+        // One cache per tunnel, as each tunnel has one target.
+        let (api_tunnel, model_tunnel) = (PlanCache::default(), PlanCache::default());
+        let send = |target: &Target, cache: &PlanCache, method: http::Method, path: &str| {
+            let (mut parts, ()) = http::Request::builder()
+                .method(method)
+                .uri(format!("https://{}{path}", target.host))
+                .header("authorization", format!("Bearer {placeholder}"))
+                .body(())
+                .unwrap()
+                .into_parts();
+            let outbound = Outbound::new(&guard, &policy, target)
+                .with_cache(cache)
+                .for_request(&parts.method, parts.uri.path());
+            outbound.rewrite_head(&mut parts).map(|_| parts)
+        };
+        // One tunnel, three requests: admitted, refused, admitted again.
+        let sent = send(&api, &api_tunnel, http::Method::GET, "/repos/a/../b").unwrap();
+        assert_eq!(sent.headers["authorization"], "Bearer Gh-Value-000000001");
+        assert_eq!(
+            sent.uri.path(),
+            "/repos/b",
+            "the path the rule matched is sent"
+        );
+        let refused = send(&api, &api_tunnel, http::Method::DELETE, "/repos/b").unwrap_err();
+        assert_eq!(refused.code, Code::RequestNotAllowed);
+        assert!(
+            refused.message.contains("add DELETE to its methods"),
+            "{}",
+            refused.message
+        );
+        let again = send(&api, &api_tunnel, http::Method::GET, "/repos/c").unwrap();
+        assert_eq!(again.headers["authorization"], "Bearer Gh-Value-000000001");
+        // Toward a verbatim host, a request the rules refuse keeps its placeholder.
+        let model = Target {
+            host: "model.test".into(),
+            port: 443,
+        };
+        let kept = send(&model, &model_tunnel, http::Method::POST, "/v1/messages").unwrap();
+        assert_eq!(
+            kept.headers["authorization"],
+            format!("Bearer {placeholder}").as_str()
+        );
+    }
+
+    #[test]
     fn a_header_name_holding_two_values_is_refused_for_the_one_the_host_may_not_get() {
         let yaml = r#"
 version: 1
@@ -804,6 +870,6 @@ egress:
             let name = HeaderName::try_from(format!("x-{i}")).unwrap();
             cache.get_or_insert(&Place::Header(name), || Plan::refuse_all(&guard));
         }
-        assert!(cache.0.lock().unwrap().len() <= PlanCache::CAPACITY);
+        assert!(cache.plans.lock().unwrap().len() <= PlanCache::CAPACITY);
     }
 }

@@ -26,6 +26,9 @@ pub(super) fn for_refusal(
         "placeholder-not-granted" => format!(
             "if {secret} is meant for {host}: list {host} in secrets.{secret}.hosts, and {place}; otherwise the sandbox sent a placeholder where it should not"
         ),
+        "request-not-allowed" => format!(
+            "if {secret} is meant for such requests: add a rule admitting their method and path to secrets.{secret}.allow (each refusal named the rule); otherwise the sandbox used {secret} beyond the requests its rules admit"
+        ),
         "secret-value-refused" => format!(
             "a real value of {secret} was sent toward {host}, which it is not granted: the sandbox holds the value (it should hold only the placeholder); find where it came from"
         ),
@@ -93,6 +96,8 @@ mod tests {
             fix.contains("header in its in: (and x-api-key in its header:)"),
             "{fix}"
         );
+        let fix = for_refusal("request-not-allowed", Some("gh"), Some("api.test"), None);
+        assert!(fix.contains("secrets.gh.allow"), "{fix}");
         let fix = for_refusal("host-not-allowed: x", None, Some("evil.example"), None);
         assert!(fix.contains("add evil.example to egress.allow"), "{fix}");
         assert!(for_refusal("something-new", None, None, None).contains("no fix is known"));
