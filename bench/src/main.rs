@@ -25,6 +25,7 @@ use clap::{Args, Parser, Subcommand};
 mod audit_report;
 mod child;
 mod error;
+mod grants;
 mod harness;
 mod jail;
 mod listen;
@@ -74,6 +75,9 @@ enum Role {
     /// What running sluice costs: CPU per request with the admin endpoint scraped every
     /// second against not, and reload and guard build times for 10, 100 and 1,000 secrets.
     Operations(operations::OperationsArgs),
+    /// What finer grants cost: request rules weighed per request, 100 rules per secret
+    /// against one.
+    Grants(grants::GrantsArgs),
     /// What the reviewers' report costs: a 1,000,000-event log rendered, against
     /// `sluice audit verify` of the same log.
     AuditReport(audit_report::AuditReportArgs),
@@ -222,6 +226,7 @@ fn main() -> ExitCode {
         Some(Role::Signing(args)) => signing::run(args),
         Some(Role::Operations(args)) => operations::run(args),
         Some(Role::AuditReport(args)) => audit_report::run(args),
+        Some(Role::Grants(args)) => grants::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {
