@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod budget;
 mod command;
 pub mod credentials;
 mod error;
@@ -52,6 +53,7 @@ mod rules;
 mod source;
 mod validate;
 
+pub use budget::{Budget, BudgetLedger, BudgetProblem, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
 pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError};
 pub use fingerprint::fingerprint;

@@ -176,6 +176,8 @@ pub struct SecretDecl {
     pub(crate) placeholder: Option<String>,
     /// `allow:`: the requests it may be swapped into; `None` admits every request.
     pub(crate) rules: Option<RequestRules>,
+    /// `budget:`: how many requests per window it may be swapped into.
+    pub(crate) budget: Option<crate::budget::Budget>,
     pub(crate) source: Source,
     /// For a part of a signing secret: the signer's index in [`crate::Policy::signers`]
     /// and which part this is.
@@ -201,6 +203,11 @@ impl SecretDecl {
     /// Whether `sinks:` was written (false means the `[egress]` default applied).
     pub fn sinks_explicit(&self) -> bool {
         self.sinks_explicit
+    }
+
+    /// Its budget (`budget:`), when it has one.
+    pub fn budget(&self) -> Option<crate::budget::Budget> {
+        self.budget
     }
 
     /// Its request rules (`allow:`), when it has them.
@@ -258,6 +265,9 @@ impl SecretDecl {
             if let Some(rules) = &self.rules {
                 let plural = if rules.len() == 1 { "" } else { "s" };
                 line.push_str(&format!("; {} request rule{plural}", rules.len()));
+            }
+            if let Some(budget) = self.budget {
+                line.push_str(&format!("; at most {budget}"));
             }
         }
         line

@@ -59,6 +59,8 @@ pub(crate) struct RawSecret {
     pub(crate) locations: Option<SpannedList>,
     pub(crate) header: Option<SpannedList>,
     pub(crate) placeholder: Option<Spanned<String>>,
+    /// `budget: { requests: N, per: DURATION }`: how many requests it may be swapped into.
+    pub(crate) budget: Option<Spanned<RawBudget>>,
     /// `allow:`: request rules, the methods and paths the secret may be swapped into.
     pub(crate) allow: Option<Spanned<Vec<Spanned<RawRule>>>>,
     /// `sign: aws-sigv4`: the secret signs requests instead of being swapped into them.
@@ -67,6 +69,14 @@ pub(crate) struct RawSecret {
     pub(crate) services: Option<SpannedList>,
     /// A signing secret's narrowing to these regions.
     pub(crate) regions: Option<SpannedList>,
+}
+
+/// `budget: { requests: 600, per: 1h }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBudget {
+    pub(crate) requests: Option<Spanned<u64>>,
+    pub(crate) per: Option<Spanned<String>>,
 }
 
 /// One request rule: `{ methods: [GET], paths: ["/user"] }`.

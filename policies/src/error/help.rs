@@ -36,6 +36,7 @@ impl Problem {
                 "write the wildcard as `*.example.com`, or list exact hosts".into()
             }
             Problem::Rule(rule) => rule.help(),
+            Problem::Budget(budget) => budget.help(),
             Problem::Host(_) => "write a host name such as api.example.com, optionally with :port".into(),
             Problem::NoSource { secret } => format!(
                 "add `from: {{ env: VAR }}` (or `from: {{ file: PATH }}`, or `from: {{ command: [PROGRAM, ARGS...] }}`) under secrets.{secret}"

@@ -149,6 +149,9 @@ pub enum Problem {
     /// A request rule (`allow:`) that cannot be used, or could never match.
     #[error("{0}")]
     Rule(crate::rules::RuleProblem),
+    /// A `budget:` that cannot be used.
+    #[error("{0}")]
+    Budget(crate::budget::BudgetProblem),
     /// A secret with neither `from:` nor `value:`.
     #[error(
         "secret {secret} has no source, expected `from: {{ env: VAR }}`, `from: {{ file: PATH }}` or `value:`"

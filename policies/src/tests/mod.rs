@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::*;
 
+mod budget;
 mod rules;
 mod signing;
 mod truthful;

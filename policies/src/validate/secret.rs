@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_saphyr::Spanned;
 use sluice_guard::MIN_PLACEHOLDER_LEN;
 
-use super::{Ctx, Pos, push_at, rules, source};
+use super::{Ctx, Pos, budget, push_at, rules, source};
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
@@ -103,15 +103,22 @@ pub(super) fn secret_decl(
                 );
             }
         }
-        if let Some(allow) = &s.allow {
-            cx.at(
-                allow,
-                format!("{base}.allow"),
-                Problem::NeedsEgress {
-                    secret: n.clone(),
-                    key: "allow",
-                },
-            );
+        let narrowing = [
+            ("allow", s.allow.as_ref().map(Pos::of)),
+            ("budget", s.budget.as_ref().map(Pos::of)),
+        ];
+        for (key, at) in narrowing {
+            if let Some(at) = at {
+                push_at(
+                    cx,
+                    at,
+                    format!("{base}.{key}"),
+                    Problem::NeedsEgress {
+                        secret: n.clone(),
+                        key,
+                    },
+                );
+            }
         }
     }
     let variable = placeholder_name(n);
@@ -183,8 +190,12 @@ pub(super) fn secret_decl(
         names
     });
 
-    // allow (request rules)
+    // allow (request rules) and budget
     let rules = rules::request_rules(cx, n, s.allow.as_ref(), &base);
+    let budget = s
+        .budget
+        .as_ref()
+        .and_then(|raw| budget::budget(cx, raw, &base));
 
     // hosts
     let hosts = granted_hosts(cx, name, s.hosts.as_ref(), &base, egress, passthrough);
@@ -238,6 +249,7 @@ pub(super) fn secret_decl(
             header_names,
             placeholder: s.placeholder.as_ref().map(|p| p.value.clone()),
             rules,
+            budget,
             source,
             signs: None,
         }),

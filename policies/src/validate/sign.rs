@@ -13,6 +13,7 @@ use serde_saphyr::Spanned;
 use super::secret::{check_name, granted_hosts};
 use super::source::{Sources, one_source};
 use super::{Ctx, Pos, push_at};
+use crate::budget::BudgetProblem;
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
@@ -82,6 +83,13 @@ pub(super) fn signer_decl(
             allow,
             format!("{base}.allow"),
             Problem::Rule(RuleProblem::OnSigningSecret { secret: n.clone() }),
+        );
+    }
+    if let Some(budget) = &s.budget {
+        cx.at(
+            budget,
+            format!("{base}.budget"),
+            Problem::Budget(BudgetProblem::OnSigningSecret { secret: n.clone() }),
         );
     }
     if let Some(sinks) = &s.sinks
@@ -188,6 +196,7 @@ pub(super) fn signer_decl(
         .map(|(part, part_name, source)| {
             let decl = SecretDecl {
                 rules: None,
+                budget: None,
                 name: part_name,
                 hosts: patterns.clone(),
                 sinks: vec![Sink::Egress],
