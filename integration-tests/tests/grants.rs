@@ -27,9 +27,13 @@ struct World {
 
 impl World {
     async fn new(yaml: &str) -> World {
+        World::with_args(yaml, &[]).await
+    }
+
+    async fn with_args(yaml: &str, args: &[&str]) -> World {
         let pki = TestPki::new();
         let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"h2", b"http/1.1"]).await;
-        let serve = ServeBinary::start(yaml, &pki, &["api.test"], &[]);
+        let serve = ServeBinary::start(yaml, &pki, &["api.test"], args);
         World {
             _pki: pki,
             upstream,
@@ -40,13 +44,36 @@ impl World {
     /// curl `method` on `path` of api.test with the placeholder as a bearer token; the
     /// path goes as written (`--path-as-is`), dot segments and all.
     async fn call(&self, method: &str, path: &str) -> CurlOutput {
-        let proxy = self.serve.proxy();
         let auth = format!("Authorization: Bearer {}", self.serve.placeholder("GH"));
+        self.curl(path, &["-i", "--path-as-is", "-X", method, "-H", &auth])
+            .await
+    }
+
+    /// curl on `path` of api.test with `args`.
+    async fn curl(&self, path: &str, args: &[&str]) -> CurlOutput {
+        let proxy = self.serve.proxy();
         let url = format!("https://api.test:{}{path}", self.upstream.port());
-        let args = ["-i", "--path-as-is", "-X", method, "-H", &auth].map(str::to_owned);
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         tokio::task::spawn_blocking(move || Curl::new(&proxy.url, &proxy.ca).args(args).get(&url))
             .await
             .expect("curl task")
+    }
+
+    /// One series of the admin endpoint's `/metrics` (0 when absent).
+    fn metric(&self, series: &str) -> u64 {
+        let admin = self.serve.read("admin-url");
+        let (auth, addr) = admin
+            .trim_start_matches("http://")
+            .rsplit_once('@')
+            .expect("user:token@host:port");
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-u", auth, &format!("http://{addr}/metrics")])
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0)
     }
 }
 
@@ -179,4 +206,102 @@ fn check_names_each_bad_rule_with_its_position_and_fix() {
         ),
         "{text}"
     );
+}
+
+const BUDGETED: &str = r#"version: 1
+secrets:
+  gh:
+    value: "gh-REAL-token-0123456789abcdef"
+    hosts: [api.test]
+    sinks: [egress]
+    in: [header, body]
+    budget: { requests: 3, per: 4s }
+egress:
+  allow_ips: ["127.0.0.1/32"]
+"#;
+
+/// The value of a response header in curl's `-i` output.
+fn header<'a>(out: &'a CurlOutput, name: &str) -> Option<&'a str> {
+    out.body.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_budget_is_spent_refused_when_used_up_and_reset_with_its_window() {
+    let world = World::with_args(BUDGETED, &["--admin", "127.0.0.1:0"]).await;
+    let placeholder = world.serve.placeholder("GH");
+    // A request that swaps nothing spends nothing.
+    assert_eq!(world.curl("/free", &[]).await.status, 200);
+    // A streamed body that could swap the secret, and does not, gives its use back.
+    let chunked = [
+        "-H",
+        "Transfer-Encoding: chunked",
+        "--data-binary",
+        "no secret here",
+    ];
+    assert_eq!(world.curl("/upload", &chunked).await.status, 200);
+    assert_eq!(world.metric("sluice_budget_used{secret=\"gh\"}"), 0);
+    // Three uses: in a header, twice, and in a streamed body.
+    assert_eq!(world.call("GET", "/one").await.status, 200);
+    assert_eq!(world.call("GET", "/two").await.status, 200);
+    let body = format!("token={placeholder}");
+    let streamed = ["-H", "Transfer-Encoding: chunked", "--data-binary", &body];
+    assert_eq!(world.curl("/three", &streamed).await.status, 200);
+    assert_eq!(world.metric("sluice_budget_used{secret=\"gh\"}"), 3);
+    assert_eq!(world.metric("sluice_budget_limit{secret=\"gh\"}"), 3);
+    let sent = world.upstream.records();
+    assert_eq!(sent.len(), 5);
+    assert_eq!(sent[4].body, format!("token={TOKEN}").as_bytes());
+
+    // The fourth: 429, when it resets, and nothing sent.
+    let refused = world.call("GET", "/four").await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(header(&refused, "sluice-error"), Some("budget-exhausted"));
+    let retry: u64 = header(&refused, "retry-after").unwrap().parse().unwrap();
+    assert!((1..=4).contains(&retry), "Retry-After: {retry}");
+    assert!(
+        refused
+            .body
+            .contains("secret gh has used its budget of 3 requests per 4s"),
+        "{}",
+        refused.body
+    );
+    assert_no_token("a refusal", &refused.body);
+    // A streamed body that could swap it is refused too, before anything leaves. (Over
+    // HTTP/1.1: over HTTP/2 the answer may reset the stream while curl 7.88 still uploads,
+    // which curl reports as a framing error.)
+    let chunked_h1 = [&chunked[..], &["--http1.1", "-i"]].concat();
+    let refused_stream = world.curl("/five", &chunked_h1).await;
+    assert_eq!(refused_stream.status, 429, "{refused_stream:?}");
+    // Requests that swap nothing still pass.
+    assert_eq!(world.curl("/free", &[]).await.status, 200);
+    assert_eq!(
+        world.upstream.records().len(),
+        6,
+        "a refused request reached the upstream"
+    );
+    assert_eq!(
+        world.metric("sluice_refusals_total{reason=\"budget-exhausted\"}"),
+        2
+    );
+
+    // The window closes, and the next use opens another.
+    tokio::time::sleep(std::time::Duration::from_secs(retry)).await;
+    let again = world.call("GET", "/again").await;
+    assert_eq!(again.status, 200, "{again:?}");
+    assert_eq!(world.metric("sluice_budget_used{secret=\"gh\"}"), 1);
+
+    let audit = world.serve.stop();
+    let refusals: Vec<&String> = audit
+        .iter()
+        .filter(|l| l.contains("\"event\":\"refuse\"") && l.contains("budget-exhausted"))
+        .collect();
+    assert_eq!(refusals.len(), 2, "{audit:#?}");
+    assert!(
+        refusals.iter().all(|l| l.contains("\"secret\":\"gh\"")),
+        "{refusals:?}"
+    );
+    assert_no_token("the audit log", &audit.join("\n"));
 }

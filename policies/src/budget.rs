@@ -31,85 +31,11 @@
 //! value.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::model::Budget;
 use crate::policy::Policy;
-
-/// A secret's `budget:`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    /// Requests per window.
-    pub requests: u64,
-    /// The window's length.
-    pub per: Duration,
-}
-
-impl fmt::Display for Budget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plural = if self.requests == 1 { "" } else { "s" };
-        write!(
-            f,
-            "{} request{plural} per {}",
-            self.requests,
-            humantime::format_duration(self.per)
-        )
-    }
-}
-
-/// A `budget:` that cannot be used. Carried inside [`crate::Problem::Budget`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BudgetProblem {
-    /// `requests:` or `per:` left out.
-    #[error("a budget names both `requests:` and `per:`; `{missing}:` is missing")]
-    Incomplete {
-        /// The key left out.
-        missing: &'static str,
-    },
-    /// `requests: 0`: the secret would never be swapped.
-    #[error("a budget of 0 requests would swap the secret into none")]
-    NoRequests,
-    /// `per:` that is not a duration.
-    #[error("`{found}` is not a duration")]
-    BadDuration {
-        /// The entry as written.
-        found: String,
-    },
-    /// `per:` shorter than a second or longer than 31 days.
-    #[error("a budget's window of `{found}` is outside 1s to 31d")]
-    WindowOutOfRange {
-        /// The entry as written.
-        found: String,
-    },
-    /// `budget:` on a signing secret.
-    #[error(
-        "secret {secret} signs requests (sign:), and budgets do not apply to signing secrets yet"
-    )]
-    OnSigningSecret {
-        /// The secret's name.
-        secret: String,
-    },
-}
-
-impl BudgetProblem {
-    /// How to fix it, in one line.
-    pub fn help(&self) -> String {
-        match self {
-            BudgetProblem::Incomplete { .. } => {
-                "write both, e.g. `budget: { requests: 600, per: 1h }`".into()
-            }
-            BudgetProblem::NoRequests => {
-                "allow at least one request, or set the secret's sinks to [] for redact-only".into()
-            }
-            BudgetProblem::BadDuration { .. } | BudgetProblem::WindowOutOfRange { .. } => {
-                "write a window from 1s to 31d, such as 30s, 15m, 1h or 1d".into()
-            }
-            BudgetProblem::OnSigningSecret { .. } => "remove `budget:`".into(),
-        }
-    }
-}
 
 /// One secret's current window.
 #[derive(Clone, Copy, Debug)]
@@ -163,7 +89,6 @@ impl BudgetLedger {
         secrets: &[usize],
         now: Instant,
     ) -> Result<Charge, Exhausted> {
-        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         let budgeted: Vec<(&str, Budget)> = secrets
             .iter()
             .filter_map(|&i| {
@@ -171,6 +96,13 @@ impl BudgetLedger {
                 decl.budget().map(|b| (decl.name(), b))
             })
             .collect();
+        if budgeted.is_empty() {
+            return Ok(Charge {
+                ledger: self.clone(),
+                held: Vec::new(),
+            });
+        }
+        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         for &(name, budget) in &budgeted {
             if let Some(window) = windows
                 .get(name)

@@ -53,15 +53,17 @@ mod rules;
 mod source;
 mod validate;
 
-pub use budget::{Budget, BudgetLedger, BudgetProblem, Charge, Exhausted};
+pub use budget::{BudgetLedger, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
-pub use error::{Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError};
+pub use error::{
+    BudgetProblem, Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError,
+};
 pub use fingerprint::fingerprint;
 pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
 pub use model::{
-    Literal, Location, Place, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, Source,
+    Budget, Literal, Location, Place, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, Source,
     part_secret_name, placeholder_name,
 };
 pub use placeholder::{MintError, NONCE_BYTES, Placeholders};

@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use zeroize::Zeroizing;
 
@@ -177,7 +178,7 @@ pub struct SecretDecl {
     /// `allow:`: the requests it may be swapped into; `None` admits every request.
     pub(crate) rules: Option<RequestRules>,
     /// `budget:`: how many requests per window it may be swapped into.
-    pub(crate) budget: Option<crate::budget::Budget>,
+    pub(crate) budget: Option<Budget>,
     pub(crate) source: Source,
     /// For a part of a signing secret: the signer's index in [`crate::Policy::signers`]
     /// and which part this is.
@@ -206,7 +207,7 @@ impl SecretDecl {
     }
 
     /// Its budget (`budget:`), when it has one.
-    pub fn budget(&self) -> Option<crate::budget::Budget> {
+    pub fn budget(&self) -> Option<Budget> {
         self.budget
     }
 
@@ -478,4 +479,25 @@ impl SignerDecl {
 /// The name of a signing secret's part as a secret of its own: `SIGNER.PART`.
 pub fn part_secret_name(signer: &str, part: SigningPart) -> String {
     format!("{signer}.{}", part.as_str())
+}
+
+/// A secret's `budget:`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Requests per window.
+    pub requests: u64,
+    /// The window's length.
+    pub per: Duration,
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = if self.requests == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{} request{plural} per {}",
+            self.requests,
+            humantime::format_duration(self.per)
+        )
+    }
 }

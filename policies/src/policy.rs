@@ -266,6 +266,11 @@ impl Policy {
         &self.signers
     }
 
+    /// The index in [`Policy::secrets`] of the secret named `name`.
+    pub fn secret_index(&self, name: &str) -> Option<usize> {
+        self.secrets.iter().position(|s| s.name == name)
+    }
+
     /// The secret named `name`.
     pub fn secret(&self, name: &str) -> Option<&SecretDecl> {
         self.secrets.iter().find(|s| s.name == name)

@@ -108,6 +108,12 @@ impl Control {
             leaves_minted: self.ca.minted_count() as u64,
             secrets: shared.live.current().policy.secrets().len() as u64,
             audit_healthy: shared.audit.is_healthy(),
+            budgets: shared
+                .budgets
+                .usage(&shared.live.current().policy, std::time::Instant::now())
+                .into_iter()
+                .map(|(name, used, budget)| (name, used, budget.requests))
+                .collect(),
         };
         self.metrics.encode(&gauges)
     }

@@ -38,6 +38,8 @@ pub enum Code {
     /// `403`: a placeholder toward a host its secret grants, in a request (method and
     /// path) that no rule of its `allow:` admits.
     RequestNotAllowed,
+    /// `429`: a placeholder whose secret has used its `budget:` for the window.
+    BudgetExhausted,
     /// `431`: the request head is over the limit.
     RequestHeadTooLarge,
     /// `413`: a body that must be buffered is over the bound.
@@ -77,6 +79,7 @@ impl Code {
             Self::PlaceholderNotGranted => "placeholder-not-granted",
             Self::SecretValueRefused => "secret-value-refused",
             Self::RequestNotAllowed => "request-not-allowed",
+            Self::BudgetExhausted => "budget-exhausted",
             Self::RequestHeadTooLarge => "request-head-too-large",
             Self::BodyTooLarge => "body-too-large",
             Self::RequestBodyTimeout => "request-body-timeout",
@@ -164,6 +167,8 @@ pub struct Refusal {
     /// Whether the audit log has it already (a streamed body's cut is recorded as it
     /// happens): the one refusal path then only answers it.
     pub(crate) audited: bool,
+    /// Seconds after which the client may try again (`Retry-After`), for a budget.
+    pub(crate) retry_after: Option<u64>,
 }
 
 impl Refusal {
@@ -257,6 +262,24 @@ impl Refusal {
         let mut refusal = Self::new(StatusCode::FORBIDDEN, code, message, Fault::Client);
         refusal.secret = Some(secret.to_owned());
         refusal.location = Some(location);
+        refusal
+    }
+
+    /// `429`: the secret's budget for this window is used up; `Retry-After` says when it
+    /// resets. Nothing of the request is sent.
+    pub(crate) fn budget_exhausted(exhausted: &sluice_policies::Exhausted, place: &str) -> Self {
+        let mut refusal = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            Code::BudgetExhausted,
+            format!("sluice refused the request: {exhausted}"),
+            Fault::Client,
+        );
+        refusal.secret = Some(exhausted.secret.clone());
+        refusal.location = Some(place.to_owned());
+        // Rounded up: a client that waits this long finds the window open.
+        let secs =
+            exhausted.resets_in.as_secs() + u64::from(exhausted.resets_in.subsec_nanos() > 0);
+        refusal.retry_after = Some(secs.max(1));
         refusal
     }
 
@@ -394,6 +417,7 @@ impl Refusal {
             secret: None,
             location: None,
             audited: false,
+            retry_after: None,
         }
     }
 
@@ -420,6 +444,9 @@ impl Refusal {
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         headers.insert("sluice-error", HeaderValue::from_static(self.code.as_str()));
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if self.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
             headers.insert(
                 header::PROXY_AUTHENTICATE,

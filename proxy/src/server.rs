@@ -206,6 +206,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         signers: declared.signers.clone(),
         live,
         counters: metrics.worker(),
+        budgets: sluice_policies::BudgetLedger::new(),
         credentials: Arc::new(credentials),
         terminator: Arc::new(Terminator::new(
             ca.clone(),

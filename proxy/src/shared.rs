@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use sluice_guard::Guard;
-use sluice_policies::Policy;
+use sluice_policies::{BudgetLedger, Policy};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::audit::{AuditLog, Event};
@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     pub(crate) live: Arc<Live>,
     /// This worker's counters (the metrics).
     pub(crate) counters: Arc<Counters>,
+    /// What each budgeted secret has used this run: one ledger for every worker and
+    /// every generation, so that a reload keeps the count.
+    pub(crate) budgets: Arc<BudgetLedger>,
     pub(crate) credentials: Arc<Credentials>,
     pub(crate) terminator: Arc<Terminator>,
     pub(crate) upstream: Upstream,
@@ -59,6 +62,7 @@ impl Shared {
             signers: self.signers.clone(),
             live: self.live.clone(),
             counters,
+            budgets: self.budgets.clone(),
             credentials: self.credentials.clone(),
             terminator: self.terminator.clone(),
             upstream: self.upstream.with_own_pools(),
@@ -83,6 +87,7 @@ impl Shared {
             signers: declared.signers.clone(),
             live: self.live.clone(),
             counters: self.counters.clone(),
+            budgets: self.budgets.clone(),
             credentials: self.credentials.clone(),
             terminator: self.terminator.clone(),
             // Its own address policy and pools: nothing dialled under the generation

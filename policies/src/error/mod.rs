@@ -6,9 +6,11 @@
 
 use std::fmt;
 
+mod budget;
 mod help;
 mod source;
 
+pub use budget::BudgetProblem;
 pub use source::SourceError;
 
 /// A host name or host pattern that cannot be used.
@@ -151,7 +153,7 @@ pub enum Problem {
     Rule(crate::rules::RuleProblem),
     /// A `budget:` that cannot be used.
     #[error("{0}")]
-    Budget(crate::budget::BudgetProblem),
+    Budget(BudgetProblem),
     /// A secret with neither `from:` nor `value:`.
     #[error(
         "secret {secret} has no source, expected `from: {{ env: VAR }}`, `from: {{ file: PATH }}` or `value:`"

@@ -6,8 +6,9 @@ use std::time::Duration;
 use serde_saphyr::Spanned;
 
 use super::Ctx;
-use crate::budget::{Budget, BudgetProblem};
+use crate::error::BudgetProblem;
 use crate::error::Problem;
+use crate::model::Budget;
 use crate::raw::RawBudget;
 
 /// The longest window a budget may have.

@@ -13,7 +13,7 @@ use serde_saphyr::Spanned;
 use super::secret::{check_name, granted_hosts};
 use super::source::{Sources, one_source};
 use super::{Ctx, Pos, push_at};
-use crate::budget::BudgetProblem;
+use crate::error::BudgetProblem;
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;

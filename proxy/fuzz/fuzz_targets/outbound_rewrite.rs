@@ -621,7 +621,7 @@ fuzz_target!(|case: Case| {
         |_tally, _cut, _scanned| {},
     ));
     let mut streamed: Body = match scanned {
-        Ok(body) => body,
+        Ok((body, _swaps)) => body,
         Err(refusal) => return assert_clean_refusal(fixture, refusal),
     };
     let mut forwarded = Vec::new();

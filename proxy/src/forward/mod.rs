@@ -10,6 +10,7 @@
 //! The request body's policy lives in `request_body`, the WebSocket upgrade in `upgrade`,
 //! and the response's redaction in `rewrite::response`.
 
+pub(crate) mod budget;
 pub(crate) mod request_body;
 mod upgrade;
 
@@ -94,7 +95,7 @@ async fn intercepted_steps(
     let outbound = Outbound::new(&shared.guard, &shared.policy, &tunnel.target)
         .with_cache(&tunnel.plans)
         .for_request(&parts.method, parts.uri.path());
-    scan_head(&outbound, &mut parts, exchange)?;
+    let head_swaps = scan_head(&outbound, &mut parts, exchange)?;
     // The body: read whole when its length is known and within the bound, else streamed.
     // An upgrade's is always read whole before its handshake leaves: once the upstream
     // answers 101 the connection is joined, and a refusal could no longer stop it.
@@ -104,7 +105,7 @@ async fn intercepted_steps(
     };
     // A signed aws-chunked body's lengths are signed: its scan keeps or refuses, never swaps.
     let keep_length = signing.as_ref().is_some_and(signing::Pending::keeps_length);
-    let body = scan_body(
+    let (body, spending) = scan_body(
         &outbound,
         &mut parts,
         incoming,
@@ -114,6 +115,8 @@ async fn intercepted_steps(
         exchange,
     )
     .await?;
+    // A budgeted secret's use is charged before anything of the request leaves.
+    budget::charge(shared, &head_swaps, spending.swaps, &spending.pending)?;
     ask_for_scannable_codings(&mut parts.headers);
     // Signed again with the real key, over the request as it leaves.
     let body = match signing {
@@ -194,7 +197,8 @@ async fn plain_steps(
     let stopped = StoppedBody::default();
     let buffering = Buffering::WhenLengthKnown;
     let incoming = signing::RequestBody::Arriving(incoming);
-    let body = scan_body(
+    // Nothing is swapped into plain HTTP, so no budget is spent.
+    let (body, _) = scan_body(
         &outbound,
         &mut parts,
         incoming,
@@ -272,18 +276,21 @@ fn strip_hop_by_hop(parts: &mut Parts) {
 }
 
 /// Swaps and refuses in the method, target, header names and values, and records each swap.
+/// Returns the secrets swapped, for the budget step.
 fn scan_head(
     outbound: &Outbound<'_>,
     parts: &mut Parts,
     exchange: &Exchange,
-) -> Result<(), Refusal> {
+) -> Result<Vec<sluice_guard::SecretId>, Refusal> {
+    let mut swapped_ids = Vec::new();
     for swapped in outbound.rewrite_head(parts)? {
         let location = swapped.place.label();
         exchange.record_tally(&location, &swapped.tally);
         // Values replaced by their placeholders toward a verbatim host.
         exchange.record_redactions(&location, &swapped.tally);
+        swapped_ids.extend(budget::swapped(&swapped.tally));
     }
-    Ok(())
+    Ok(swapped_ids)
 }
 
 /// What the signing step reads of this proxy.
@@ -295,6 +302,13 @@ fn signing_context(shared: &Shared) -> signing::Context<'_> {
     }
 }
 
+/// What the body step leaves for the budget step: what the body swapped or may swap, and
+/// where a streamed body's charge waits for it to end.
+struct Spending {
+    swaps: budget::BodySwaps,
+    pending: budget::Pending,
+}
+
 /// The body step (`request_body`), with this proxy's guard and bounds, its tally recorded.
 async fn scan_body(
     outbound: &Outbound<'_>,
@@ -304,7 +318,7 @@ async fn scan_body(
     (buffering, keep_length): (Buffering, bool),
     shared: &Shared,
     exchange: &Exchange,
-) -> Result<Body, Refusal> {
+) -> Result<(Body, Spending), Refusal> {
     let step = BodyStep {
         outbound,
         guard: &shared.guard,
@@ -312,7 +326,10 @@ async fn scan_body(
         buffering,
         keep_length,
     };
-    request_body::scan(step, parts, incoming, stopped, exchange.reporter("body")).await
+    let pending = budget::Pending::default();
+    let report = pending.settling(shared.guard.clone(), exchange.reporter("body"));
+    let (body, swaps) = request_body::scan(step, parts, incoming, stopped, report).await?;
+    Ok((body, Spending { swaps, pending }))
 }
 
 /// What the sending step needs to know of the scan: its plans, and whether it stopped the

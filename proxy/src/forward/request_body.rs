@@ -13,6 +13,7 @@ use http::request::Parts;
 use http_body_util::BodyExt;
 use sluice_guard::{Guard, OnPlaceholder, Tally};
 
+use super::budget::{self as budget_step, BodySwaps};
 use crate::body::{self, Body, BoxError};
 use crate::codec::{self, Decoder, Encoder};
 use crate::config::Limits;
@@ -53,14 +54,15 @@ pub struct BodyStep<'a> {
 /// rewritten whole (see [`Buffering`]). `report` gets what was swapped and kept, once, the
 /// refusal a streamed body was cut short by, if sluice cut it, and how many (decoded) bytes
 /// the guard scanned; a streamed body that a
-/// refusal stopped also leaves that refusal in `stopped`.
+/// refusal stopped also leaves that refusal in `stopped`. Returned beside the body: what it
+/// swapped (read whole), or may swap (streamed), for the budget step.
 pub async fn scan<B>(
     step: BodyStep<'_>,
     parts: &mut Parts,
     incoming: B,
     stopped: &StoppedBody,
     report: impl FnOnce(&Tally, Option<Refusal>, u64) + Send + 'static,
-) -> Result<Body, Refusal>
+) -> Result<(Body, BodySwaps), Refusal>
 where
     B: http_body::Body<Data = Bytes> + Send + Sync + 'static,
     B::Error: Into<BoxError>,
@@ -74,12 +76,12 @@ where
     } = step;
     // A run with no secret has nothing to find: the body passes as it came.
     if guard.is_empty() {
-        return Ok(boxed(incoming));
+        return Ok((boxed(incoming), BodySwaps::Known(Vec::new())));
     }
     // No body at all (a GET): nothing to scan, and none goes on (no streaming rewriter is
     // set up for it, and the upstream request keeps the client's framing: none).
     if http_body::Body::is_end_stream(&incoming) && !parts.headers.contains_key(CONTENT_LENGTH) {
-        return Ok(body::empty());
+        return Ok((body::empty(), BodySwaps::Known(Vec::new())));
     }
     let plan = outbound.body_plan(parts);
     let plan = if keep_length {
@@ -144,6 +146,7 @@ where
             .rewrite(&decoded, &plan)
             .map_err(|e| outbound.refusal(e, &Place::Body))?;
         report(rewritten.tally(), None, decoded.len() as u64);
+        let swapped = BodySwaps::Known(budget_step::swapped(rewritten.tally()).collect());
         let mut bytes = rewritten.into_bytes();
         if !codings.is_empty() {
             let mut encoded = Vec::new();
@@ -160,10 +163,15 @@ where
                 .headers
                 .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
         }
-        return Ok(body::full(bytes::Bytes::from(std::mem::take(&mut *bytes))));
+        let body = body::full(bytes::Bytes::from(std::mem::take(&mut *bytes)));
+        return Ok((body, swapped));
     }
     // Streamed: a refusal mid-body aborts the upstream request before the match leaves, and
     // is kept so that the client is told why.
+    let may_swap: Vec<_> = guard
+        .ids()
+        .filter(|&id| plan.on_placeholder(id) == OnPlaceholder::Swap)
+        .collect();
     let report = {
         let stopped = stopped.clone();
         move |outcome: Outcome| {
@@ -186,7 +194,7 @@ where
         parts.headers.remove(CONTENT_LENGTH);
         streamed = streamed.with_grpc_messages(limit);
     }
-    Ok(BodyExt::boxed(streamed))
+    Ok((BodyExt::boxed(streamed), BodySwaps::Streaming(may_swap)))
 }
 
 /// Any body, as the rewriter and the upstream leg take it.
@@ -309,9 +317,11 @@ egress:
                 *reported.lock().unwrap() = Some(cut);
             }
         };
-        let body = scan(step, &mut parts, incoming, &stopped, report)
+        let (body, swaps) = scan(step, &mut parts, incoming, &stopped, report)
             .await
             .unwrap();
+        // Toward a host the secret does not grant, the plan swaps nothing.
+        assert!(matches!(swaps, BodySwaps::Streaming(ref ids) if ids.is_empty()));
         assert!(
             body.collect().await.is_err(),
             "the body ends with the refusal"

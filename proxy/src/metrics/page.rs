@@ -15,7 +15,7 @@ use super::{KINDS, Sum};
 use crate::audit::EventKind;
 
 /// What a scrape reads from the parts that own it, at that moment.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Gauges {
     /// Client connections held open now (tunnels count against theirs).
     pub(crate) connections_open: u64,
@@ -34,6 +34,9 @@ pub(crate) struct Gauges {
     pub(crate) secrets: u64,
     /// Whether the audit log is healthy (1) or failed (0).
     pub(crate) audit_healthy: bool,
+    /// Each budgeted secret of the declaration in force: its name, the requests its
+    /// window has used, and its budget's requests per window.
+    pub(crate) budgets: Vec<(String, u64, u64)>,
 }
 
 /// One scrape, as the registry's collector.
@@ -47,7 +50,7 @@ pub(super) fn encode(sum: Sum, gauges: &Gauges) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Page {
         sum,
-        gauges: *gauges,
+        gauges: gauges.clone(),
     }));
     let mut out = String::new();
     // Writing into a String cannot fail, and every label set here is well formed.
@@ -154,6 +157,25 @@ impl Collector for Page {
                 None,
             )?;
         let g = &self.gauges;
+        for (name, help, pick) in [
+            (
+                "sluice_budget_used",
+                "Requests a budgeted secret was swapped into in its current window, by the secret's declared name.",
+                (|used, _| used) as fn(u64, u64) -> u64,
+            ),
+            (
+                "sluice_budget_limit",
+                "Requests per window a budgeted secret's budget allows, by the secret's declared name.",
+                |_, limit| limit,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (secret, used, limit) in &g.budgets {
+                let value = i64::try_from(pick(*used, *limit)).unwrap_or(i64::MAX);
+                let labels = [("secret", secret.as_str())];
+                ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+            }
+        }
         counter(
             &mut encoder,
             "sluice_tls_handshakes",
