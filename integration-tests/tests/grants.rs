@@ -146,6 +146,16 @@ async fn a_rule_admits_its_requests_and_refuses_every_near_miss() {
         assert!(out.body.contains(fix), "{method} {path}: {}", out.body);
         assert_no_token("a refusal", &out.body);
     }
+    // The refusal quotes the path: a real value in it (which may go to this host, and so
+    // is kept there) is its placeholder in the answer, never the value.
+    let quoting = world.call("DELETE", &format!("/repos/acme/{TOKEN}")).await;
+    assert_eq!(quoting.status, 403, "{quoting:?}");
+    assert!(
+        quoting.body.contains("add DELETE to its methods"),
+        "{}",
+        quoting.body
+    );
+    assert_no_token("a refusal quoting the path", &quoting.body);
     assert_eq!(
         world.upstream.records().len(),
         before,
@@ -157,7 +167,7 @@ async fn a_rule_admits_its_requests_and_refuses_every_near_miss() {
         .iter()
         .filter(|l| l.contains("\"event\":\"refuse\"") && l.contains("request-not-allowed"))
         .count();
-    assert_eq!(refusals, near_misses.len(), "{audit:#?}");
+    assert_eq!(refusals, near_misses.len() + 1, "{audit:#?}");
     assert_no_token("the audit log", &audit.join("\n"));
 }
 

@@ -48,6 +48,8 @@ pub struct Policy {
     allow_ips: Vec<IpNet>,
     /// The indexes of the secrets with request rules, for the per-request half of a grant.
     ruled: Vec<usize>,
+    /// Whether any secret has a budget: without one, no request is ever charged.
+    budgeted: bool,
     sha256: String,
 }
 
@@ -226,9 +228,11 @@ impl Policy {
         let ruled = (0..secrets.len())
             .filter(|&i| secrets[i].rules.is_some())
             .collect();
+        let budgeted = secrets.iter().any(|s| s.budget.is_some());
         Ok(Loaded {
             policy: Policy {
                 ruled,
+                budgeted,
                 secrets,
                 signers,
                 allow,
@@ -259,6 +263,11 @@ impl Policy {
     /// ([`Policy::may_request`]).
     pub fn ruled_secrets(&self) -> &[usize] {
         &self.ruled
+    }
+
+    /// Whether any secret has a budget (`budget:`).
+    pub fn has_budgets(&self) -> bool {
+        self.budgeted
     }
 
     /// The signing secrets (`sign:`), in declaration order.

@@ -82,7 +82,9 @@ pub(crate) fn charge(
         BodySwaps::Known(ids) => (ids, Vec::new()),
         BodySwaps::Streaming(ids) => (Vec::new(), ids),
     };
-    if head.is_empty() && known.is_empty() && streaming.is_empty() {
+    // Most runs budget nothing: no lookup, no lock.
+    if !shared.policy.has_budgets() || (head.is_empty() && known.is_empty() && streaming.is_empty())
+    {
         return Ok(());
     }
     let indexes = |ids: &mut dyn Iterator<Item = &SecretId>| -> Vec<usize> {

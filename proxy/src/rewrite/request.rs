@@ -135,6 +135,8 @@ struct Ruled {
     /// Whether the request must leave with the normalised path: a rule admitted a secret
     /// into it, so the upstream gets the path that rule matched.
     send_normalised: bool,
+    /// Whether the target is `egress.verbatim`, asked once for every place's plan.
+    verbatim: bool,
 }
 
 impl<'a> Outbound<'a> {
@@ -181,6 +183,7 @@ impl<'a> Outbound<'a> {
             path: line.path().to_owned(),
             send_normalised: line.was_changed() && refused.len() < ruled_here.len(),
             refused,
+            verbatim: self.policy.is_verbatim(&self.target.host, self.target.port),
         };
         Self {
             ruled: Some(ruled),
@@ -228,7 +231,7 @@ impl<'a> Outbound<'a> {
         // A placeholder the request rules refuse is treated as any ungranted one: kept on a
         // verbatim host, refused elsewhere.
         if let Some(ruled) = &self.ruled {
-            let verbatim = self.policy.is_verbatim(&self.target.host, self.target.port);
+            let verbatim = ruled.verbatim;
             for &id in &ruled.refused {
                 if plan.on_placeholder(id) == OnPlaceholder::Swap {
                     let on_value = plan.on_value(id);
