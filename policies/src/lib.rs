@@ -46,6 +46,7 @@ mod host;
 pub mod launcher_env;
 mod lint;
 mod model;
+mod pin;
 mod placeholder;
 mod policy;
 mod raw;
@@ -56,7 +57,7 @@ mod validate;
 pub use budget::{BudgetLedger, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
 pub use error::{
-    BudgetProblem, Diagnostic, Diagnostics, HostError, Problem, Severity, SourceError,
+    BudgetProblem, Diagnostic, Diagnostics, HostError, PinProblem, Problem, Severity, SourceError,
 };
 pub use fingerprint::fingerprint;
 pub use grant::{Permit, Ungranted};
@@ -66,6 +67,7 @@ pub use model::{
     Budget, Literal, Location, Place, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, Source,
     part_secret_name, placeholder_name,
 };
+pub use pin::SpkiPin;
 pub use placeholder::{MintError, NONCE_BYTES, Placeholders};
 pub use policy::{DeclarationFile, Denied, Loaded, Policy, Reach};
 pub use rules::{RequestLine, RequestRules, RuleProblem, normalize_path};

@@ -10,6 +10,7 @@ use std::time::Duration;
 use zeroize::Zeroizing;
 
 use crate::host::HostPattern;
+use crate::pin::SpkiPin;
 use crate::rules::RequestRules;
 
 /// Where a secret's real value may go (the secret-boundary model).
@@ -179,6 +180,9 @@ pub struct SecretDecl {
     pub(crate) rules: Option<RequestRules>,
     /// `budget:`: how many requests per window it may be swapped into.
     pub(crate) budget: Option<Budget>,
+    /// `pin:`: the SPKI pins an upstream's verified chain must hold one of; empty when
+    /// unpinned.
+    pub(crate) pins: Vec<SpkiPin>,
     pub(crate) source: Source,
     /// For a part of a signing secret: the signer's index in [`crate::Policy::signers`]
     /// and which part this is.
@@ -209,6 +213,11 @@ impl SecretDecl {
     /// Its budget (`budget:`), when it has one.
     pub fn budget(&self) -> Option<Budget> {
         self.budget
+    }
+
+    /// Its certificate pins (`pin:`); empty when it has none.
+    pub fn pins(&self) -> &[SpkiPin] {
+        &self.pins
     }
 
     /// Its request rules (`allow:`), when it has them.
@@ -269,6 +278,10 @@ impl SecretDecl {
             }
             if let Some(budget) = self.budget {
                 line.push_str(&format!("; at most {budget}"));
+            }
+            if !self.pins.is_empty() {
+                let plural = if self.pins.len() == 1 { "" } else { "s" };
+                line.push_str(&format!("; pinned to {} key{plural}", self.pins.len()));
             }
         }
         line

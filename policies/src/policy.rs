@@ -50,6 +50,8 @@ pub struct Policy {
     ruled: Vec<usize>,
     /// Whether any secret has a budget: without one, no request is ever charged.
     budgeted: bool,
+    /// Whether any secret has a `pin:` (most runs have none, and ask nothing of chains).
+    pinned: bool,
     sha256: String,
 }
 
@@ -229,10 +231,12 @@ impl Policy {
             .filter(|&i| secrets[i].rules.is_some())
             .collect();
         let budgeted = secrets.iter().any(|s| s.budget.is_some());
+        let pinned = secrets.iter().any(|s| !s.pins.is_empty());
         Ok(Loaded {
             policy: Policy {
                 ruled,
                 budgeted,
+                pinned,
                 secrets,
                 signers,
                 allow,
@@ -268,6 +272,11 @@ impl Policy {
     /// Whether any secret has a budget (`budget:`).
     pub fn has_budgets(&self) -> bool {
         self.budgeted
+    }
+
+    /// Whether any secret is pinned (`pin:`), worked out once at load.
+    pub fn has_pins(&self) -> bool {
+        self.pinned
     }
 
     /// The signing secrets (`sign:`), in declaration order.

@@ -63,6 +63,8 @@ pub(crate) struct RawSecret {
     pub(crate) budget: Option<Spanned<RawBudget>>,
     /// `allow:`: request rules, the methods and paths the secret may be swapped into.
     pub(crate) allow: Option<Spanned<Vec<Spanned<RawRule>>>>,
+    /// `pin: ["sha256/BASE64"]`: SPKI pins the upstream's chain must hold.
+    pub(crate) pin: Option<SpannedList>,
     /// `sign: aws-sigv4`: the secret signs requests instead of being swapped into them.
     pub(crate) sign: Option<Spanned<String>>,
     /// A signing secret's narrowing to these services (signing names).

@@ -52,6 +52,9 @@ pub enum Code {
     UpstreamEncoding,
     /// `502`: the upstream's certificate did not verify, or its TLS failed.
     UpstreamTls,
+    /// `502`: the upstream's certificate verified, but its chain holds no pin of a pinned
+    /// secret the request carries (`pin:`); nothing was sent.
+    PinMismatch,
     /// `502`: the upstream's name did not resolve.
     DnsFailure,
     /// `502`: the upstream could not be dialled.
@@ -86,6 +89,7 @@ impl Code {
             Self::UpstreamFailed => "upstream-failed",
             Self::UpstreamEncoding => "upstream-encoding",
             Self::UpstreamTls => "upstream-tls",
+            Self::PinMismatch => "pin-mismatch",
             Self::DnsFailure => "dns-failure",
             Self::UpstreamConnect => "upstream-connect",
             Self::UpstreamTimeout => "upstream-timeout",
@@ -228,6 +232,20 @@ impl Refusal {
     /// `502`: the upstream could not be reached or failed.
     pub(crate) fn bad_gateway(code: Code, why: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_GATEWAY, code, why.into(), Fault::Upstream)
+    }
+
+    /// `502`: a pinned secret's pins were not met by `host`'s verified chain. The
+    /// handshake failed, so nothing of the request was sent.
+    fn pin_mismatch(host: &str, secrets: &[String]) -> Self {
+        let names = secrets.join(", ");
+        let mut refusal = Self::bad_gateway(
+            Code::PinMismatch,
+            format!(
+                "sluice refused to send secret {names} to {host}: its certificate chain verified but holds none of the secret's pins (pin:), so nothing was sent; if {host} changed its key, add the new key's pin to the secret's pin: list"
+            ),
+        );
+        refusal.secret = secrets.first().cloned();
+        refusal
     }
 
     /// `504`: the upstream did not answer in time.
@@ -388,6 +406,7 @@ impl Refusal {
                 Self::gateway_timeout(error.to_string())
             }
             UpstreamError::Tls { .. } => Self::bad_gateway(Code::UpstreamTls, error.to_string()),
+            UpstreamError::PinMismatch { host, secrets } => Self::pin_mismatch(host, secrets),
             UpstreamError::Resolve { .. } => Self::bad_gateway(Code::DnsFailure, error.to_string()),
             UpstreamError::Connect { .. } | UpstreamError::BadTarget(_) => {
                 Self::bad_gateway(Code::UpstreamConnect, error.to_string())

@@ -8,9 +8,11 @@ use std::fmt;
 
 mod budget;
 mod help;
+mod pin;
 mod source;
 
 pub use budget::BudgetProblem;
+pub use pin::PinProblem;
 pub use source::SourceError;
 
 /// A host name or host pattern that cannot be used.
@@ -154,6 +156,9 @@ pub enum Problem {
     /// A `budget:` that cannot be used.
     #[error("{0}")]
     Budget(BudgetProblem),
+    /// A `pin:` that cannot be used.
+    #[error("{0}")]
+    Pin(PinProblem),
     /// A secret with neither `from:` nor `value:`.
     #[error(
         "secret {secret} has no source, expected `from: {{ env: VAR }}`, `from: {{ file: PATH }}` or `value:`"

@@ -13,6 +13,7 @@
 mod budget;
 mod egress;
 mod empty;
+mod pin;
 mod rules;
 mod secret;
 mod sign;

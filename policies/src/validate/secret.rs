@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_saphyr::Spanned;
 use sluice_guard::MIN_PLACEHOLDER_LEN;
 
-use super::{Ctx, Pos, budget, push_at, rules, source};
+use super::{Ctx, Pos, budget, pin, push_at, rules, source};
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
@@ -106,6 +106,7 @@ pub(super) fn secret_decl(
         let narrowing = [
             ("allow", s.allow.as_ref().map(Pos::of)),
             ("budget", s.budget.as_ref().map(Pos::of)),
+            ("pin", s.pin.as_ref().map(Pos::of)),
         ];
         for (key, at) in narrowing {
             if let Some(at) = at {
@@ -196,6 +197,7 @@ pub(super) fn secret_decl(
         .budget
         .as_ref()
         .and_then(|raw| budget::budget(cx, raw, &base));
+    let pins = pin::pins(cx, s.pin.as_ref(), &base);
 
     // hosts
     let hosts = granted_hosts(cx, name, s.hosts.as_ref(), &base, egress, passthrough);
@@ -250,6 +252,7 @@ pub(super) fn secret_decl(
             placeholder: s.placeholder.as_ref().map(|p| p.value.clone()),
             rules,
             budget,
+            pins,
             source,
             signs: None,
         }),

@@ -13,8 +13,8 @@ use serde_saphyr::Spanned;
 use super::secret::{check_name, granted_hosts};
 use super::source::{Sources, one_source};
 use super::{Ctx, Pos, push_at};
-use crate::error::BudgetProblem;
 use crate::error::Problem;
+use crate::error::{BudgetProblem, PinProblem};
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
 use crate::model::{
@@ -90,6 +90,13 @@ pub(super) fn signer_decl(
             budget,
             format!("{base}.budget"),
             Problem::Budget(BudgetProblem::OnSigningSecret { secret: n.clone() }),
+        );
+    }
+    if let Some(pin) = &s.pin {
+        cx.at(
+            pin,
+            format!("{base}.pin"),
+            Problem::Pin(PinProblem::OnSigningSecret { secret: n.clone() }),
         );
     }
     if let Some(sinks) = &s.sinks
@@ -197,6 +204,7 @@ pub(super) fn signer_decl(
             let decl = SecretDecl {
                 rules: None,
                 budget: None,
+                pins: Vec::new(),
                 name: part_name,
                 hosts: patterns.clone(),
                 sinks: vec![Sink::Egress],

@@ -11,6 +11,7 @@
 //! and the response's redaction in `rewrite::response`.
 
 pub(crate) mod budget;
+mod pin;
 pub(crate) mod request_body;
 mod upgrade;
 
@@ -36,6 +37,7 @@ use crate::rewrite::response;
 use crate::shared::Shared;
 use crate::signing;
 use crate::tunnel::{Destination, Tunnel};
+use crate::upstream::PinDemand;
 
 use request_body::{BodyStep, Buffering, StoppedBody};
 
@@ -115,6 +117,8 @@ async fn intercepted_steps(
         exchange,
     )
     .await?;
+    // A pinned secret goes only over a connection whose verified chain holds its pins.
+    let pins = pin::demand(shared, &head_swaps, &spending.swaps);
     // A budgeted secret's use is charged before anything of the request leaves.
     budget::charge(shared, &head_swaps, spending.swaps, &spending.pending)?;
     ask_for_scannable_codings(&mut parts.headers);
@@ -137,12 +141,14 @@ async fn intercepted_steps(
     };
     // An upgrade (WebSocket) goes on a connection of its own, joined on 101.
     if let Some(protocol) = upgrade {
-        return upgrade::exchange(parts, body, protocol, tunnel, shared, exchange).await;
+        let pins = pins.as_ref();
+        return upgrade::exchange(parts, body, protocol, tunnel, pins, shared, exchange).await;
     }
     // Upstream, and the response redacted on its way back.
     let sent = Sent {
         outbound: &outbound,
         stopped: &stopped,
+        pins: pins.as_ref(),
     };
     send(parts, body, &tunnel.destination, sent, shared, exchange).await
 }
@@ -214,6 +220,7 @@ async fn plain_steps(
     let sent = Sent {
         outbound: &outbound,
         stopped: &stopped,
+        pins: None,
     };
     send(parts, body, &destination, sent, shared, exchange).await
 }
@@ -332,12 +339,14 @@ async fn scan_body(
     Ok((body, Spending { swaps, pending }))
 }
 
-/// What the sending step needs to know of the scan: its plans, and whether it stopped the
-/// body (a stopped body is the refusal it is, not an upstream failure).
+/// What the sending step needs to know of the scan: its plans, whether it stopped the
+/// body (a stopped body is the refusal it is, not an upstream failure), and the pins of
+/// the pinned secrets it carries.
 #[derive(Clone, Copy)]
 struct Sent<'a> {
     outbound: &'a Outbound<'a>,
     stopped: &'a StoppedBody,
+    pins: Option<&'a PinDemand>,
 }
 
 /// Asks for answers sluice can scan: in a coding it can decode (a client's list that names
@@ -370,7 +379,11 @@ async fn send(
     let is_head = parts.method == Method::HEAD;
     let response = match shared
         .upstream
-        .send(Request::from_parts(parts, body), downstream_version)
+        .send(
+            Request::from_parts(parts, body),
+            downstream_version,
+            sent.pins,
+        )
         .await
     {
         Ok(response) => response,

@@ -20,6 +20,7 @@ use crate::refusal::{Code, Refusal};
 use crate::rewrite::response;
 use crate::shared::Shared;
 use crate::tunnel::Tunnel;
+use crate::upstream::PinDemand;
 
 /// Sends the upgrade handshake upstream and, on `101`, joins the client to the upstream.
 pub(super) async fn exchange(
@@ -27,6 +28,7 @@ pub(super) async fn exchange(
     body: Body,
     protocol: HeaderValue,
     tunnel: &Tunnel,
+    pins: Option<&PinDemand>,
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
@@ -52,7 +54,7 @@ pub(super) async fn exchange(
     parts.version = Version::HTTP_11;
     let mut send = shared
         .upstream
-        .connect_http1(&tunnel.target.host, tunnel.target.port)
+        .connect_http1(&tunnel.target.host, tunnel.target.port, pins)
         .await
         .map_err(|e| Refusal::from_dial(&e))?;
     let request = Request::from_parts(parts, body);

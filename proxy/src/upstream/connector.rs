@@ -88,10 +88,18 @@ impl Dialer {
             .map_err(|_| UpstreamError::TlsTimeout {
                 host: host.to_owned(),
             })?
-            .map_err(|source| UpstreamError::Tls {
-                host: host.to_owned(),
-                source,
-            })?;
+            .map_err(
+                |source| match super::pin::PinMismatch::in_handshake(&source) {
+                    Some(mismatch) => UpstreamError::PinMismatch {
+                        host: host.to_owned(),
+                        secrets: mismatch.secrets.clone(),
+                    },
+                    None => UpstreamError::Tls {
+                        host: host.to_owned(),
+                        source,
+                    },
+                },
+            )?;
         Ok(UpstreamConn::Tls(Box::new(TokioIo::new(stream))))
     }
 

@@ -6,6 +6,7 @@
 
 mod address;
 mod connector;
+mod pin;
 mod pool;
 mod resolve;
 
@@ -25,9 +26,11 @@ use rustls_pki_types::pem::PemObject;
 use tokio::net::TcpStream;
 
 pub(crate) use connector::{Connector, UpstreamConn};
+pub(crate) use pin::{PinDemand, PinSet};
 pub(crate) use resolve::{Refused, Resolver};
 
 use crate::body::Body;
+use pin::{PinBase, PinnedLegs};
 use pool::Http1Pool;
 
 /// Timeouts on the upstream leg.
@@ -103,6 +106,15 @@ pub(crate) enum UpstreamError {
         /// The TLS error.
         source: std::io::Error,
     },
+    /// Ordinary verification passed, but no verified chain holds a pin of these secrets:
+    /// nothing of the request was sent.
+    #[error("the certificate chain of {host} holds no pin (pin:) of secret {}", .secrets.join(", "))]
+    PinMismatch {
+        /// The name verified.
+        host: String,
+        /// The pinned secrets whose pins were not met.
+        secrets: Vec<String>,
+    },
     /// The TLS handshake did not finish in time.
     #[error("TLS handshake with {host} timed out")]
     TlsTimeout {
@@ -151,6 +163,9 @@ pub enum UpstreamSetupError {
     /// rustls refused the configuration.
     #[error("upstream TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    /// rustls refused to build the certificate verifier.
+    #[error("upstream certificate verifier: {0}")]
+    Verifier(#[from] rustls::client::VerifierBuilderError),
 }
 
 /// The upstream leg: two keep-alive pools and a raw dialler for tunnels.
@@ -175,6 +190,18 @@ pub(crate) struct Upstream {
     /// HTTP/2 cannot carry.
     tls_http1: Arc<rustls::ClientConfig>,
     timeouts: Timeouts,
+    /// What pinned legs' verifiers are built from.
+    pin_base: Arc<PinBase>,
+    /// A leg of its own for each set of pins requests carry (this worker's, this
+    /// generation's): `pin.rs`.
+    pinned: Arc<PinnedLegs<PinnedLeg>>,
+}
+
+/// The pools and TLS configuration of requests that carry one [`PinDemand`].
+struct PinnedLeg {
+    http1: Arc<Http1Pool>,
+    h2: Client<Connector, Body>,
+    tls_http1: Arc<rustls::ClientConfig>,
 }
 
 /// A keep-alive pool whose new connections are dialled by `dialer` and offer `tls`'s ALPN.
@@ -222,7 +249,10 @@ impl Upstream {
                 })?;
             }
         }
-        let mut tls = rustls::ClientConfig::builder_with_provider(crate::suites::provider())
+        let roots = Arc::new(roots);
+        let provider = crate::suites::provider();
+        let pin_base = Arc::new(PinBase::new(roots.clone(), &provider)?);
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
@@ -247,6 +277,8 @@ impl Upstream {
             tls,
             tls_http1,
             timeouts: config.timeouts,
+            pin_base,
+            pinned: Arc::default(),
         })
     }
 
@@ -264,6 +296,8 @@ impl Upstream {
             tls: self.tls.clone(),
             tls_http1: self.tls_http1.clone(),
             timeouts: self.timeouts,
+            pin_base: self.pin_base.clone(),
+            pinned: Arc::default(),
         }
     }
 
@@ -282,7 +316,26 @@ impl Upstream {
             tls: self.tls.clone(),
             tls_http1: self.tls_http1.clone(),
             timeouts: self.timeouts,
+            pin_base: self.pin_base.clone(),
+            pinned: Arc::default(),
         }
+    }
+
+    /// The leg of requests that carry `demand`, built on first use.
+    fn pinned_leg(&self, demand: &PinDemand) -> Arc<PinnedLeg> {
+        self.pinned.get(demand, || {
+            // One session store for the leg's two configurations, and for nothing else.
+            let resumption = rustls::client::Resumption::in_memory_sessions(64);
+            let tls = self.pin_base.config_for(&self.tls, demand, &resumption);
+            let tls_http1 = self
+                .pin_base
+                .config_for(&self.tls_http1, demand, &resumption);
+            PinnedLeg {
+                http1: Http1Pool::new(self.dialer.clone(), tls_http1.clone(), self.timeouts.idle),
+                h2: pool(&self.dialer, &tls),
+                tls_http1,
+            }
+        })
     }
 
     /// TCP connections dialled upstream so far, by every worker.
@@ -315,18 +368,25 @@ impl Upstream {
 
     /// Sends a request (absolute URI, `https` or `http`) over a pooled connection of the
     /// protocol the client spoke (`downstream`), and waits for the response head, within the
-    /// response timeout.
+    /// response timeout. A request carrying pinned secrets (`pins`) goes only over a
+    /// connection of the leg for exactly those pins.
     pub(crate) async fn send(
         &self,
         request: Request<Body>,
         downstream: Version,
+        pins: Option<&PinDemand>,
     ) -> Result<Response<Incoming>, SendError> {
+        let leg = pins.map(|demand| self.pinned_leg(demand));
+        let (http1, h2) = match &leg {
+            Some(leg) => (&leg.http1, &leg.h2),
+            None => (&self.http1, &self.h2),
+        };
         if downstream != Version::HTTP_2 {
-            return tokio::time::timeout(self.timeouts.response, self.http1.send(request))
+            return tokio::time::timeout(self.timeouts.response, http1.send(request))
                 .await
                 .unwrap_or(Err(SendError::Timeout));
         }
-        match tokio::time::timeout(self.timeouts.response, self.h2.request(request)).await {
+        match tokio::time::timeout(self.timeouts.response, h2.request(request)).await {
             Err(_) => Err(SendError::Timeout),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => {
@@ -341,17 +401,20 @@ impl Upstream {
         }
     }
 
-    /// A fresh, unpooled HTTP/1.1 connection over verified TLS, with upgrades enabled: for a
-    /// WebSocket handshake, whose connection becomes the upgraded stream.
+    /// A fresh, unpooled HTTP/1.1 connection over verified TLS (meeting `pins`, when the
+    /// handshake carries pinned secrets), with upgrades enabled: for a WebSocket
+    /// handshake, whose connection becomes the upgraded stream.
     pub(crate) async fn connect_http1(
         &self,
         host: &str,
         port: u16,
+        pins: Option<&PinDemand>,
     ) -> Result<hyper::client::conn::http1::SendRequest<Body>, UpstreamError> {
-        let conn = self
-            .dialer
-            .connect_tls(host, port, self.tls_http1.clone())
-            .await?;
+        let tls = match pins {
+            Some(demand) => self.pinned_leg(demand).tls_http1.clone(),
+            None => self.tls_http1.clone(),
+        };
+        let conn = self.dialer.connect_tls(host, port, tls).await?;
         http1_over(conn, host, true).await
     }
 
@@ -442,6 +505,10 @@ fn clone_dial_error(e: &UpstreamError) -> UpstreamError {
         UpstreamError::Tls { host, source } => UpstreamError::Tls {
             host: host.clone(),
             source: io(source),
+        },
+        UpstreamError::PinMismatch { host, secrets } => UpstreamError::PinMismatch {
+            host: host.clone(),
+            secrets: secrets.clone(),
         },
         UpstreamError::TlsTimeout { host } => UpstreamError::TlsTimeout { host: host.clone() },
         UpstreamError::BadTarget(t) => UpstreamError::BadTarget(t.clone()),

@@ -29,6 +29,12 @@ pub(super) fn for_refusal(
         "request-not-allowed" => format!(
             "if {secret} is meant for such requests: add a rule admitting their method and path to secrets.{secret}.allow (each refusal named the rule); otherwise the sandbox used {secret} beyond the requests its rules admit"
         ),
+        "budget-exhausted" => format!(
+            "if the traffic is legitimate: raise secrets.{secret}.budget (its requests: or per:); otherwise the sandbox used {secret} more often than its budget allows"
+        ),
+        "pin-mismatch" => format!(
+            "{host}'s certificate verified but holds none of secrets.{secret}.pin: if {host} changed its key, add the new key's pin; otherwise something other than {host} answered for it"
+        ),
         "secret-value-refused" => format!(
             "a real value of {secret} was sent toward {host}, which it is not granted: the sandbox holds the value (it should hold only the placeholder); find where it came from"
         ),
@@ -98,6 +104,13 @@ mod tests {
         );
         let fix = for_refusal("request-not-allowed", Some("gh"), Some("api.test"), None);
         assert!(fix.contains("secrets.gh.allow"), "{fix}");
+        let fix = for_refusal("budget-exhausted", Some("gh"), Some("api.test"), None);
+        assert!(fix.contains("raise secrets.gh.budget"), "{fix}");
+        let fix = for_refusal("pin-mismatch", Some("gh"), Some("api.test:443"), None);
+        assert!(
+            fix.contains("api.test's certificate verified but holds none of secrets.gh.pin"),
+            "{fix}"
+        );
         let fix = for_refusal("host-not-allowed: x", None, Some("evil.example"), None);
         assert!(fix.contains("add evil.example to egress.allow"), "{fix}");
         assert!(for_refusal("something-new", None, None, None).contains("no fix is known"));
