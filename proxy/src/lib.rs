@@ -57,6 +57,7 @@ mod transparent;
 mod tunnel;
 mod upstream;
 mod watch;
+mod websocket;
 
 pub use config::{Limits, ProxyConfig, default_workers};
 

@@ -117,8 +117,13 @@ async fn intercepted_steps(
         exchange,
     )
     .await?;
-    // A pinned secret goes only over a connection whose verified chain holds its pins.
-    let pins = pin::demand(shared, &head_swaps, &spending.swaps);
+    // A pinned secret goes only over a connection whose verified chain holds its pins; an
+    // upgrade's connection also carries every secret its frames may swap.
+    let mut carried = head_swaps.clone();
+    if upgrade.is_some() {
+        carried.extend(upgrade::frames_may_swap(&shared.guard, &outbound));
+    }
+    let pins = pin::demand(shared, &carried, &spending.swaps);
     // A budgeted secret's use is charged before anything of the request leaves.
     budget::charge(shared, &head_swaps, spending.swaps, &spending.pending)?;
     ask_for_scannable_codings(&mut parts.headers);

@@ -1,10 +1,11 @@
 //! An upgrade (WebSocket): the handshake is scanned and swapped like any request, sent on a
-//! fresh HTTP/1.1 connection, and on `101` both sides are joined.
+//! fresh HTTP/1.1 connection, and on `101` the frames both ways go through the WebSocket
+//! relay (`crate::websocket`), which scans every message.
 //!
-//! Frames after the handshake are not inspected (docs/threat-model.md); the handshake's
-//! body was scanned whole before it left, because once the upstream answers `101` a
-//! refusal could no longer stop anything. The joined streams hold the tunnel's connection
-//! slot until they close.
+//! Only extensions the relay can read are offered to the upstream (`permessage-deflate`);
+//! an answer accepting another is refused before the client is upgraded (`502`). The
+//! handshake's body was scanned whole before it left. The relayed connection holds the
+//! tunnel's connection slot until it closes.
 
 use std::sync::Arc;
 
@@ -13,14 +14,28 @@ use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Version};
 
+use sluice_guard::{Guard, OnPlaceholder, SecretId};
+
 use crate::audit::EventKind;
 use crate::body::{self, Body};
 use crate::exchange::Exchange;
 use crate::refusal::{Code, Refusal};
+use crate::rewrite::request::{Outbound, Place};
 use crate::rewrite::response;
 use crate::shared::Shared;
 use crate::tunnel::Tunnel;
 use crate::upstream::PinDemand;
+use crate::websocket;
+
+/// The secrets a WebSocket's messages may have swapped into them: those the body's plan
+/// swaps (the relay scans each message as a body).
+pub(super) fn frames_may_swap(guard: &Guard, outbound: &Outbound<'_>) -> Vec<SecretId> {
+    let plan = outbound.plan(&Place::Body);
+    guard
+        .ids()
+        .filter(|&id| plan.on_placeholder(id) == OnPlaceholder::Swap)
+        .collect()
+}
 
 /// Sends the upgrade handshake upstream and, on `101`, joins the client to the upstream.
 pub(super) async fn exchange(
@@ -42,6 +57,9 @@ pub(super) async fn exchange(
     );
     parts.headers.insert(http::header::UPGRADE, protocol);
     parts.headers.insert(HOST, tunnel.destination.host_header());
+    // The upstream may accept only what the relay can read.
+    websocket::keep_inspectable_offers(&mut parts.headers);
+    let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
     // A fresh connection speaks origin-form.
     parts.uri = parts
         .uri
@@ -78,22 +96,36 @@ pub(super) async fn exchange(
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         return response::redact(response, false, shared, exchange).await;
     }
+    let deflate = websocket::accepted(response.headers()).map_err(|why| {
+        Refusal::bad_gateway(
+            Code::UpstreamFailed,
+            format!("the WebSocket upgrade with {target} was refused: {why}"),
+        )
+    })?;
     let upstream_side = hyper::upgrade::on(&mut response);
     exchange.record(
         exchange
             .event(EventKind::Tunnel)
-            .reason("upgrade: frames after the handshake are not inspected"),
+            .reason("upgrade: websocket frames scanned both ways"),
     );
+    let relay = websocket::Relay {
+        shared: shared.clone(),
+        target: tunnel.target.clone(),
+        method,
+        path,
+        exchange: exchange.clone(),
+        deflate,
+    };
     let slot = tunnel.slot.clone();
     tokio::spawn(async move {
-        // The joined streams count against the connection limit until they close.
+        // The relayed connection counts against the connection limit until it closes.
         let _slot = slot;
         let (Ok(client), Ok(upstream)) = tokio::join!(client_side, upstream_side) else {
             return;
         };
-        let mut client = hyper_util::rt::TokioIo::new(client);
-        let mut upstream = hyper_util::rt::TokioIo::new(upstream);
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        let client = hyper_util::rt::TokioIo::new(client);
+        let upstream = hyper_util::rt::TokioIo::new(upstream);
+        relay.run(client, upstream).await;
     });
     let (mut parts, _) = response.into_parts();
     response::drop_reason_phrase(&mut parts.extensions);

@@ -43,6 +43,8 @@ pub enum Place {
     /// The trailers: never a grantable place (a declaration grants header, query or body),
     /// so placeholders there are refused (kept on a verbatim host), as in the path.
     Trailers,
+    /// A WebSocket control frame's payload (ping, pong, a close reason): never grantable.
+    WebSocketControl,
 }
 
 impl Place {
@@ -53,7 +55,11 @@ impl Place {
             Self::Query => Some(Location::Query),
             Self::Body => Some(Location::Body),
             Self::Header(name) => Some(Location::Header(name.to_string())),
-            Self::Method | Self::Path | Self::HeaderName | Self::Trailers => None,
+            Self::Method
+            | Self::Path
+            | Self::HeaderName
+            | Self::Trailers
+            | Self::WebSocketControl => None,
         }
     }
 
@@ -67,6 +73,7 @@ impl Place {
             Self::Header(name) => format!("header:{name}"),
             Self::Body => "body".into(),
             Self::Trailers => "trailers".into(),
+            Self::WebSocketControl => "websocket-control".into(),
         }
     }
 }

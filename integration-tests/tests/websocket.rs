@@ -1,0 +1,283 @@
+//! WebSocket frames through the real `sluice serve` binary: Python's `websockets` as the
+//! echo server (`python/ws_echo.py`) and as the client (`python/ws_client.py`), with and
+//! without permessage-deflate. A placeholder sent in a message reaches the upstream as its
+//! value; the value coming back, in one frame, fragmented or compressed, reaches the client
+//! as its placeholder; a placeholder toward an ungranted host closes the connection with
+//! `1008` before the message leaves; so does a frame no negotiated extension explains.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+use sluice_integration_tests::launch::python_venv;
+use sluice_integration_tests::{ServeBinary, TestPki};
+
+const TOKEN: &str = "ws-REAL-token-0123456789abcdef";
+
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("python")
+        .join(name)
+}
+
+/// The Python echo server for `names`, killed when dropped.
+struct EchoServer {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl EchoServer {
+    fn start(pki: &TestPki, names: &[&str]) -> Self {
+        let (cert, key) = pki.leaf_files(names);
+        let log = pki.dir().join(format!("{}-ws.jsonl", names[0]));
+        let mut child = Command::new(python_venv().join("bin/python"))
+            .arg(script("ws_echo.py"))
+            .args([&cert, &key, &log])
+            .env("EXPECTED_TOKEN", TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the WebSocket server starts");
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            &mut first,
+        )
+        .expect("the WebSocket server prints its port");
+        let port = first
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the WebSocket server printed {first:?}, not a port"));
+        Self { child, port, log }
+    }
+
+    /// What the server logged: one entry per connection opened and per message received.
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
+
+    /// The messages the server received.
+    fn messages(&self) -> Vec<Value> {
+        self.log()
+            .into_iter()
+            .filter(|e| e.get("opened").is_none())
+            .collect()
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the Python client against `wss://host:port/path` through `serve` with `messages`,
+/// and returns what it printed, one JSON value per line.
+fn client(serve: &ServeBinary, url: &str, compression: &str, messages: &Value) -> Vec<Value> {
+    let proxy = serve.proxy();
+    let out = Command::new(python_venv().join("bin/python"))
+        .arg(script("ws_client.py"))
+        .args([url, &proxy.url])
+        .arg(&proxy.ca)
+        .args([compression, &messages.to_string()])
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("ALL_PROXY")
+        .output()
+        .expect("the WebSocket client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !stdout.contains(TOKEN),
+        "the client received the token: {stdout}"
+    );
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+fn replies(printed: &[Value]) -> Vec<String> {
+    printed
+        .iter()
+        .filter_map(|e| e.get("reply").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
+struct World {
+    pki: TestPki,
+    granted: EchoServer,
+    other: EchoServer,
+    serve: ServeBinary,
+}
+
+impl World {
+    fn new() -> Self {
+        let pki = TestPki::new();
+        let granted = EchoServer::start(&pki, &["api.test"]);
+        let other = EchoServer::start(&pki, &["other.test"]);
+        let yaml = format!(
+            "version: 1\nsecrets:\n  ws:\n    value: \"{TOKEN}\"\n    hosts: [api.test]\n    in: [header, body]\negress:\n  allow: [other.test]\n  allow_ips: [\"127.0.0.1/32\"]\n"
+        );
+        let serve = ServeBinary::start(&yaml, &pki, &["api.test", "other.test"], &[]);
+        Self {
+            pki,
+            granted,
+            other,
+            serve,
+        }
+    }
+
+    fn url(&self, host: &str) -> String {
+        let port = match host {
+            "api.test" => self.granted.port,
+            _ => self.other.port,
+        };
+        format!("wss://{host}:{port}/socket")
+    }
+}
+
+#[test]
+fn messages_are_swapped_out_and_redacted_back_however_they_are_framed() {
+    let world = World::new();
+    let placeholder = world.serve.placeholder("WS");
+    let messages = json!([
+        { "text": format!("echo:token={placeholder}") },
+        // The placeholder cut across three frames of one message.
+        { "fragments": ["echo:tok", format!("en={}", &placeholder[..5]), placeholder[5..].to_owned()] },
+        { "text": "leak" },
+        { "text": "leak-fragments" },
+        { "text": format!("fragments:and {placeholder} once more") },
+        { "binary": hex(format!("bin {placeholder}").as_bytes()) },
+        // A ping from the upstream, and the client's pong back, cross as control frames.
+        { "text": "ping:hello" },
+    ]);
+    for compression in ["deflate", "none"] {
+        let printed = client(&world.serve, &world.url("api.test"), compression, &messages);
+        let extensions = printed[0]["extensions"].as_str().unwrap_or("");
+        assert_eq!(
+            extensions.contains("permessage-deflate"),
+            compression == "deflate",
+            "{printed:?}"
+        );
+        // Whatever came back holding the value reached the client as the placeholder.
+        assert_eq!(
+            replies(&printed),
+            [
+                format!("token={placeholder}"),
+                format!("token={placeholder}"),
+                format!("here it is: {placeholder}"),
+                format!("here it is: {placeholder}"),
+                format!("and {placeholder} once more"),
+                "pinged".to_owned(),
+            ],
+            "{compression}: {printed:?}"
+        );
+        let binary = printed
+            .iter()
+            .find_map(|e| e["binary"].as_str())
+            .expect("a binary reply");
+        assert_eq!(binary, hex(format!("bin {placeholder}").as_bytes()));
+    }
+    // The upstream got the value, in every message that carried the placeholder, and
+    // negotiated compression when the client offered it.
+    let log = world.granted.log();
+    let opened: Vec<bool> = log
+        .iter()
+        .filter_map(|e| e.get("deflate").and_then(Value::as_bool))
+        .collect();
+    assert_eq!(opened, [true, false], "{log:?}");
+    let messages = world.granted.messages();
+    assert_eq!(messages.len(), 14, "{messages:?}");
+    for run in messages.chunks(7) {
+        assert_eq!(run[0]["is_token_command"], true, "{run:?}");
+        assert_eq!(run[1]["is_token_command"], true, "{run:?}");
+        assert_eq!(run[2]["holds_token"], false);
+        assert_eq!(run[4]["holds_token"], true);
+        assert_eq!(run[5]["holds_token"], true, "the binary message: {run:?}");
+    }
+
+    let audit = world.serve.stop();
+    let swaps = audit
+        .iter()
+        .filter(|l| l.contains("\"event\":\"swap\"") && l.contains("\"location\":\"websocket\""))
+        .count();
+    // Four messages a run carried the placeholder...
+    assert_eq!(swaps, 8, "{audit:#?}");
+    let redactions = audit
+        .iter()
+        .filter(|l| l.contains("\"event\":\"redact\"") && l.contains("websocket-response"))
+        .count();
+    // ...and six replies a run carried the value.
+    assert_eq!(redactions, 12, "{audit:#?}");
+    assert!(
+        !audit.join("\n").contains(TOKEN),
+        "the audit log holds the token"
+    );
+    drop(world.pki);
+}
+
+#[test]
+fn a_placeholder_toward_an_ungranted_host_closes_the_connection_before_it_leaves() {
+    let world = World::new();
+    let placeholder = world.serve.placeholder("WS");
+    let messages = json!([
+        { "text": "echo:hello" },
+        { "text": format!("echo:token={placeholder}") },
+        { "text": "echo:never sent" },
+    ]);
+    let printed = client(&world.serve, &world.url("other.test"), "deflate", &messages);
+    assert_eq!(replies(&printed), ["hello"], "{printed:?}");
+    let closed = printed.last().expect("a close");
+    assert_eq!(closed["closed"], 1008, "{printed:?}");
+    assert_eq!(closed["reason"], "sluice-error: placeholder-not-granted");
+    // The upstream got the first message only: nothing of the refused one.
+    let messages = world.other.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["text"], "echo:hello");
+
+    let audit = world.serve.stop();
+    let refusals: Vec<&String> = audit
+        .iter()
+        .filter(|l| l.contains("\"event\":\"refuse\""))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{audit:#?}");
+    assert!(
+        refusals[0].contains("placeholder-not-granted"),
+        "{refusals:?}"
+    );
+    assert!(refusals[0].contains("\"secret\":\"ws\""), "{refusals:?}");
+    drop(world.pki);
+}
+
+#[test]
+fn a_frame_no_negotiated_extension_explains_closes_with_1008() {
+    let world = World::new();
+    let messages = json!([{ "text": "rsv" }]);
+    let printed = client(&world.serve, &world.url("api.test"), "deflate", &messages);
+    let closed = printed.last().expect("a close");
+    assert_eq!(closed["closed"], 1008, "{printed:?}");
+    assert!(
+        closed["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("RSV2/RSV3"),
+        "{printed:?}"
+    );
+    world.serve.stop();
+    drop(world.pki);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,172 @@
+//! WebSocket frames on one leg: read whole from a byte stream, written whole to one.
+//! tungstenite's frame codec parses and formats the headers; this module owns buffering,
+//! the payload bound and which side masks.
+//!
+//! Toward the client sluice is the server: the client's frames must be masked and sluice's
+//! are not. Toward the upstream sluice is the client, and masks every frame with a fresh
+//! random key (RFC 6455 section 5.3). A frame masked the wrong way is a protocol error.
+
+use std::io::Cursor;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tungstenite::protocol::frame::{Frame, FrameHeader};
+
+use super::Close;
+
+/// Which peer a leg faces, and so who masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Peer {
+    /// The sandboxed client: its frames arrive masked, sluice's leave unmasked.
+    Client,
+    /// The upstream: its frames arrive unmasked, sluice's leave masked.
+    Upstream,
+}
+
+/// Reads whole frames, unmasked, from one leg.
+pub(super) struct FrameReader<R> {
+    io: R,
+    buf: BytesMut,
+    peer: Peer,
+    /// The largest payload a frame may declare; a larger one closes with `1009`.
+    max_payload: usize,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    pub(super) fn new(io: R, peer: Peer, max_payload: usize) -> Self {
+        Self {
+            io,
+            buf: BytesMut::with_capacity(16 * 1024),
+            peer,
+            max_payload,
+        }
+    }
+
+    /// The next frame's header and unmasked payload; `None` when the leg closed cleanly
+    /// between frames.
+    ///
+    /// # Errors
+    ///
+    /// The close to send: a malformed header, a frame masked the wrong way, a payload over
+    /// the bound, or a stream cut inside a frame.
+    pub(super) async fn next(&mut self) -> Result<Option<(FrameHeader, BytesMut)>, Close> {
+        loop {
+            if let Some(frame) = self.parse()? {
+                return Ok(Some(frame));
+            }
+            let read = self
+                .io
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|e| Close::gone(&format!("reading failed: {e}")))?;
+            if read == 0 {
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Close::gone("the connection closed inside a frame"))
+                };
+            }
+        }
+    }
+
+    /// A whole frame from the buffer, if it holds one.
+    fn parse(&mut self) -> Result<Option<(FrameHeader, BytesMut)>, Close> {
+        let mut cursor = Cursor::new(&self.buf[..]);
+        let Some((header, length)) =
+            FrameHeader::parse(&mut cursor).map_err(|e| Close::protocol(&e.to_string()))?
+        else {
+            return Ok(None);
+        };
+        let head = usize::try_from(cursor.position()).unwrap_or(usize::MAX);
+        let length = usize::try_from(length).unwrap_or(usize::MAX);
+        if length > self.max_payload {
+            return Err(Close::too_big(self.max_payload));
+        }
+        match (self.peer, header.mask.is_some()) {
+            (Peer::Client, false) => return Err(Close::protocol("a client frame is not masked")),
+            (Peer::Upstream, true) => return Err(Close::protocol("a server frame is masked")),
+            _ => {}
+        }
+        if self.buf.len() - head < length {
+            self.buf.reserve(head + length - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(head);
+        let mut payload = self.buf.split_to(length);
+        if let Some(mask) = header.mask {
+            unmask(&mut payload, mask);
+        }
+        Ok(Some((header, payload)))
+    }
+}
+
+/// XORs `payload` with the 4-byte `mask`, as RFC 6455 section 5.3 masks and unmasks.
+fn unmask(payload: &mut [u8], mask: [u8; 4]) {
+    let word = u32::from_ne_bytes(mask);
+    let mut chunks = payload.chunks_exact_mut(4);
+    for chunk in &mut chunks {
+        let masked = u32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) ^ word;
+        chunk.copy_from_slice(&masked.to_ne_bytes());
+    }
+    for (byte, key) in chunks.into_remainder().iter_mut().zip(mask) {
+        *byte ^= key;
+    }
+}
+
+/// Writes whole frames to one leg, masked when it faces the upstream.
+pub(super) struct FrameWriter<W> {
+    io: W,
+    peer: Peer,
+    out: Vec<u8>,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    pub(super) fn new(io: W, peer: Peer) -> Self {
+        Self {
+            io,
+            peer,
+            out: Vec::with_capacity(16 * 1024),
+        }
+    }
+
+    /// Writes `frame` and flushes it: a WebSocket is interactive, nothing waits for more.
+    pub(super) async fn send(&mut self, mut frame: Frame) -> std::io::Result<()> {
+        if self.peer == Peer::Upstream {
+            let mut key = [0u8; 4];
+            getrandom::fill(&mut key).map_err(std::io::Error::other)?;
+            frame.header_mut().mask = Some(key);
+        }
+        self.out.clear();
+        frame.format(&mut self.out).map_err(std::io::Error::other)?;
+        self.io.write_all(&self.out).await?;
+        // The buffer may hold a swapped value: it does not outlive the write.
+        zeroize::Zeroize::zeroize(&mut self.out);
+        self.io.flush().await
+    }
+
+    /// Closes the write side.
+    pub(super) async fn shutdown(&mut self) {
+        let _ = self.io.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unmasking_twice_gives_the_payload_back_at_every_length() {
+        let mask = [0x37, 0xfa, 0x21, 0x3d];
+        for len in 0..13 {
+            let original: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut bytes = original.clone();
+            unmask(&mut bytes, mask);
+            if len > 0 {
+                assert_ne!(bytes, original);
+                assert_eq!(bytes[0], mask[0]);
+            }
+            unmask(&mut bytes, mask);
+            assert_eq!(bytes, original);
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Frames into messages: fragments joined, a compressed message inflated, control frames
+//! passed on as they come (RFC 6455 allows them between fragments).
+//!
+//! A message is held whole, up to the bound, so that it is scanned exactly however it was
+//! fragmented, and a refusal sends none of it. Every frame this module cannot account for
+//! closes the connection: reserved bits of an extension that was not negotiated (`1008`:
+//! sluice cannot inspect it, so it does not pass), a continuation without a start, a
+//! control frame fragmented or over 125 bytes (`1002`).
+
+use bytes::BytesMut;
+use tungstenite::protocol::frame::FrameHeader;
+use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
+use zeroize::Zeroizing;
+
+use super::Close;
+use super::deflate::Inflater;
+
+/// A data message's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// UTF-8 text.
+    Text,
+    /// Bytes.
+    Binary,
+}
+
+/// What the frames so far make.
+#[derive(Debug)]
+pub(super) enum Item {
+    /// A whole data message, inflated.
+    Message(Kind, Zeroizing<Vec<u8>>),
+    /// A control frame: ping, pong or close, with its payload.
+    Control(Control, BytesMut),
+}
+
+/// Joins one direction's frames into messages.
+pub(super) struct Assembler {
+    /// The message being received: its kind, whether it is compressed, its bytes so far.
+    partial: Option<(Kind, bool, Zeroizing<Vec<u8>>)>,
+    /// `permessage-deflate`, when it was negotiated.
+    inflater: Option<Inflater>,
+    /// The most bytes a message may hold, compressed or inflated.
+    max_message: usize,
+}
+
+impl Assembler {
+    pub(super) fn new(inflater: Option<Inflater>, max_message: usize) -> Self {
+        Self {
+            partial: None,
+            inflater,
+            max_message,
+        }
+    }
+
+    /// Takes one frame; returns what it completes, if anything.
+    ///
+    /// # Errors
+    ///
+    /// The close to send for a frame that breaks the protocol, cannot be inspected, or
+    /// makes a message over the bound.
+    pub(super) fn push(
+        &mut self,
+        header: &FrameHeader,
+        payload: BytesMut,
+    ) -> Result<Option<Item>, Close> {
+        if header.rsv2 || header.rsv3 {
+            return Err(Close::uninspectable(
+                "a frame uses an extension (RSV2/RSV3) that was not negotiated",
+            ));
+        }
+        let data = match header.opcode {
+            OpCode::Control(control) => return self.control(header, control, payload).map(Some),
+            OpCode::Data(data) => data,
+        };
+        let compressed = header.rsv1;
+        match (data, &mut self.partial) {
+            (Data::Text | Data::Binary, Some(_)) => {
+                return Err(Close::protocol(
+                    "a new message began inside a fragmented one",
+                ));
+            }
+            (Data::Continue, None) => {
+                return Err(Close::protocol("a continuation frame without a message"));
+            }
+            (Data::Continue, Some(_)) if compressed => {
+                return Err(Close::protocol("RSV1 set on a continuation frame"));
+            }
+            (Data::Reserved(code), _) => {
+                return Err(Close::protocol(&format!("reserved opcode {code:#x}")));
+            }
+            (Data::Text | Data::Binary, None) => {
+                if compressed && self.inflater.is_none() {
+                    return Err(Close::uninspectable(
+                        "a frame is compressed (RSV1) but permessage-deflate was not negotiated",
+                    ));
+                }
+                let kind = if data == Data::Text {
+                    Kind::Text
+                } else {
+                    Kind::Binary
+                };
+                self.partial = Some((kind, compressed, Zeroizing::new(Vec::new())));
+            }
+            (Data::Continue, Some(_)) => {}
+        }
+        let Some((_, _, bytes)) = &mut self.partial else {
+            unreachable!("a message is being received here");
+        };
+        if bytes.len() + payload.len() > self.max_message {
+            return Err(Close::too_big(self.max_message));
+        }
+        bytes.extend_from_slice(&payload);
+        if !header.is_final {
+            return Ok(None);
+        }
+        let Some((kind, compressed, bytes)) = self.partial.take() else {
+            unreachable!("a message is being received here");
+        };
+        let bytes = match (&mut self.inflater, compressed) {
+            (Some(inflater), true) => inflater.inflate(&bytes, self.max_message)?,
+            _ => bytes,
+        };
+        Ok(Some(Item::Message(kind, bytes)))
+    }
+
+    fn control(
+        &self,
+        header: &FrameHeader,
+        control: Control,
+        payload: BytesMut,
+    ) -> Result<Item, Close> {
+        if !header.is_final || payload.len() > 125 {
+            return Err(Close::protocol(
+                "a control frame is fragmented or longer than 125 bytes",
+            ));
+        }
+        if header.rsv1 {
+            return Err(Close::protocol("RSV1 set on a control frame"));
+        }
+        if let Control::Reserved(code) = control {
+            return Err(Close::protocol(&format!("reserved opcode {code:#x}")));
+        }
+        Ok(Item::Control(control, payload))
+    }
+}
