@@ -30,7 +30,7 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(10);
 /// Accepts connections on `listener` for as long as the task runs: each with Nagle off, its
 /// handshake by `acceptor` bounded by [`HANDSHAKE_TIMEOUT`], then served with the service
 /// `service_for` makes for it (it sees the handshake: SNI, ALPN), HTTP/2 for `h2` and
-/// HTTP/1.1 otherwise.
+/// HTTP/1.1 (upgrades allowed: the upstream's `/ws`) otherwise.
 pub(crate) async fn accept_tls<F, S, B>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
@@ -69,6 +69,7 @@ pub(crate) async fn accept_tls<F, S, B>(
             } else {
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(io, service)
+                    .with_upgrades()
                     .await;
             }
         });

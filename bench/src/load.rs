@@ -20,6 +20,7 @@ use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 use crate::error::BenchError;
 use crate::pki::{ClientTls, Proto, UPSTREAM_HOST};
@@ -68,21 +69,7 @@ impl Route {
     }
 
     async fn open_now(&self, proto: Proto) -> Result<Sender, BenchError> {
-        let dial = self.proxy.as_ref().map_or(self.upstream, |p| p.addr);
-        let mut tcp = TcpStream::connect(dial)
-            .await
-            .map_err(|e| BenchError::Request(format!("connect {dial}: {e}")))?;
-        let _ = tcp.set_nodelay(true);
-        if let Some(proxy) = &self.proxy {
-            connect_tunnel(&mut tcp, &self.authority(), proxy.authorization.as_deref()).await?;
-        }
-        let name =
-            ServerName::try_from(UPSTREAM_HOST).map_err(|e| BenchError::Tls(e.to_string()))?;
-        let tls = TlsConnector::from(self.tls.config(proto))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| BenchError::Request(format!("TLS inside the tunnel: {e}")))?;
-        let io = TokioIo::new(tls);
+        let io = TokioIo::new(self.connect_tls(proto).await?);
         let sender = match proto {
             Proto::H1 => {
                 let (send, conn) = http1::handshake(io)
@@ -100,6 +87,29 @@ impl Route {
             }
         };
         Ok(sender)
+    }
+
+    /// TCP to the proxy (and `CONNECT`) or to the upstream, then TLS offering `proto`: the
+    /// stream a client speaks HTTP in.
+    pub(crate) async fn connect_tls(
+        &self,
+        proto: Proto,
+    ) -> Result<TlsStream<TcpStream>, BenchError> {
+        let dial = self.proxy.as_ref().map_or(self.upstream, |p| p.addr);
+        let mut tcp = TcpStream::connect(dial)
+            .await
+            .map_err(|e| BenchError::Request(format!("connect {dial}: {e}")))?;
+        let _ = tcp.set_nodelay(true);
+        if let Some(proxy) = &self.proxy {
+            connect_tunnel(&mut tcp, &self.authority(), proxy.authorization.as_deref()).await?;
+        }
+        let name =
+            ServerName::try_from(UPSTREAM_HOST).map_err(|e| BenchError::Tls(e.to_string()))?;
+        let tls = TlsConnector::from(self.tls.config(proto))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| BenchError::Request(format!("TLS inside the tunnel: {e}")))?;
+        Ok(tls)
     }
 
     /// A `GET path` request for `proto`, with the route's `Authorization`.

@@ -37,6 +37,7 @@ mod signing;
 mod sluice_peer;
 mod soak;
 mod upstream;
+mod websocket;
 
 use harness::{PeerSpec, Plan};
 use report::{Report, Status};
@@ -78,6 +79,10 @@ enum Role {
     /// What finer grants cost: request rules weighed per request, 100 rules per secret
     /// against one.
     Grants(grants::GrantsArgs),
+    /// What scanning WebSocket frames costs: an echo of 64 KiB messages through sluice
+    /// inspecting every frame, against sluice tunnelling them uninspected (and direct).
+    #[command(name = "websocket")]
+    WebSocket(websocket::WebSocketArgs),
     /// What the reviewers' report costs: a 1,000,000-event log rendered, against
     /// `sluice audit verify` of the same log.
     AuditReport(audit_report::AuditReportArgs),
@@ -227,6 +232,7 @@ fn main() -> ExitCode {
         Some(Role::Operations(args)) => operations::run(args),
         Some(Role::AuditReport(args)) => audit_report::run(args),
         Some(Role::Grants(args)) => grants::run(args),
+        Some(Role::WebSocket(args)) => websocket::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

@@ -619,7 +619,7 @@ async fn worker_threads_serve_every_protocol_and_drain_at_shutdown() {
 }
 
 #[tokio::test]
-async fn websocket_upgrades_pass_through_after_a_scanned_handshake() {
+async fn websocket_handshakes_are_scanned_and_what_follows_must_be_frames() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (_pki, upstream, proxy) = setup(&[b"h2", b"http/1.1"]).await;
     let authority = format!("api.test:{}", upstream.port());
@@ -649,10 +649,19 @@ async fn websocket_upgrades_pass_through_after_a_scanned_handshake() {
     assert_eq!(response.status(), 101);
     let upgraded = hyper::upgrade::on(&mut response).await.expect("upgraded");
     let mut io = hyper_util::rt::TokioIo::new(upgraded);
+    // Bytes that are not a WebSocket frame are not relayed: sluice closes instead (the
+    // upstream here would echo them uppercased).
     io.write_all(b"hello frames").await.unwrap();
-    let mut echoed = [0u8; 12];
-    io.read_exact(&mut echoed).await.unwrap();
-    assert_eq!(&echoed, b"HELLO FRAMES");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), io.read_to_end(&mut answer))
+        .await
+        .expect("sluice closes the connection")
+        .ok();
+    assert_eq!(answer.first(), Some(&0x88), "a close frame: {answer:?}");
+    assert!(
+        !answer.windows(5).any(|w| w == b"HELLO"),
+        "the raw bytes never reached the upstream: {answer:?}"
+    );
     // The handshake was scanned and swapped like any request, and went over HTTP/1.1.
     let handshake = &upstream.records()[0];
     assert_eq!(handshake.version, http::Version::HTTP_11);

@@ -6,11 +6,12 @@
 //! are not. Toward the upstream sluice is the client, and masks every frame with a fresh
 //! random key (RFC 6455 section 5.3). A frame masked the wrong way is a protocol error.
 
-use std::io::Cursor;
+use std::io::{Cursor, IoSlice};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tungstenite::protocol::frame::{Frame, FrameHeader};
+use tungstenite::protocol::frame::FrameHeader;
+use tungstenite::protocol::frame::coding::OpCode;
 
 use super::Close;
 
@@ -94,14 +95,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self.buf.advance(head);
         let mut payload = self.buf.split_to(length);
         if let Some(mask) = header.mask {
-            unmask(&mut payload, mask);
+            apply_mask(&mut payload, mask);
         }
         Ok(Some((header, payload)))
     }
 }
 
 /// XORs `payload` with the 4-byte `mask`, as RFC 6455 section 5.3 masks and unmasks.
-fn unmask(payload: &mut [u8], mask: [u8; 4]) {
+fn apply_mask(payload: &mut [u8], mask: [u8; 4]) {
     let word = u32::from_ne_bytes(mask);
     let mut chunks = payload.chunks_exact_mut(4);
     for chunk in &mut chunks {
@@ -114,10 +115,14 @@ fn unmask(payload: &mut [u8], mask: [u8; 4]) {
 }
 
 /// Writes whole frames to one leg, masked when it faces the upstream.
+///
+/// A payload is written from the caller's buffer (masked there in place, toward the
+/// upstream), never copied: the caller's buffer type decides whether it is wiped.
 pub(super) struct FrameWriter<W> {
     io: W,
     peer: Peer,
-    out: Vec<u8>,
+    /// The frame header being written (at most 14 bytes; a mask key is no secret).
+    head: Vec<u8>,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
@@ -125,22 +130,38 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         Self {
             io,
             peer,
-            out: Vec::with_capacity(16 * 1024),
+            head: Vec::with_capacity(14),
         }
     }
 
-    /// Writes `frame` and flushes it: a WebSocket is interactive, nothing waits for more.
-    pub(super) async fn send(&mut self, mut frame: Frame) -> std::io::Result<()> {
+    /// Writes one final frame of `opcode` carrying `payload`, and flushes it: a WebSocket
+    /// is interactive, nothing waits for more. Toward the upstream `payload` is left
+    /// masked.
+    pub(super) async fn send(&mut self, opcode: OpCode, payload: &mut [u8]) -> std::io::Result<()> {
+        let mut header = FrameHeader {
+            opcode,
+            ..FrameHeader::default()
+        };
         if self.peer == Peer::Upstream {
             let mut key = [0u8; 4];
             getrandom::fill(&mut key).map_err(std::io::Error::other)?;
-            frame.header_mut().mask = Some(key);
+            header.mask = Some(key);
+            apply_mask(payload, key);
         }
-        self.out.clear();
-        frame.format(&mut self.out).map_err(std::io::Error::other)?;
-        self.io.write_all(&self.out).await?;
-        // The buffer may hold a swapped value: it does not outlive the write.
-        zeroize::Zeroize::zeroize(&mut self.out);
+        self.head.clear();
+        header
+            .format(payload.len() as u64, &mut self.head)
+            .map_err(std::io::Error::other)?;
+        // Header and payload in one write, so that TLS can carry them in one record.
+        let mut parts = [IoSlice::new(&self.head), IoSlice::new(payload)];
+        let mut unsent = &mut parts[..];
+        while !unsent.is_empty() {
+            let wrote = self.io.write_vectored(unsent).await?;
+            if wrote == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut unsent, wrote);
+        }
         self.io.flush().await
     }
 
@@ -160,12 +181,12 @@ mod tests {
         for len in 0..13 {
             let original: Vec<u8> = (0..len).map(|i| i as u8).collect();
             let mut bytes = original.clone();
-            unmask(&mut bytes, mask);
+            apply_mask(&mut bytes, mask);
             if len > 0 {
                 assert_ne!(bytes, original);
                 assert_eq!(bytes[0], mask[0]);
             }
-            unmask(&mut bytes, mask);
+            apply_mask(&mut bytes, mask);
             assert_eq!(bytes, original);
         }
     }

@@ -24,11 +24,35 @@ pub(super) enum Kind {
     Binary,
 }
 
+/// A whole message's bytes, not yet scanned.
+///
+/// A message that came in one frame is the frame's own bytes, as read (like the TLS
+/// buffers they came through, not wiped). Bytes sluice made itself, by joining fragments or
+/// inflating, may hold a value not yet redacted: they are wiped when freed.
+#[derive(Debug)]
+pub(super) enum Payload {
+    /// One frame's payload, as read.
+    Read(BytesMut),
+    /// Joined or inflated by sluice.
+    Made(Zeroizing<Vec<u8>>),
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Payload::Read(bytes) => bytes,
+            Payload::Made(bytes) => bytes,
+        }
+    }
+}
+
 /// What the frames so far make.
 #[derive(Debug)]
 pub(super) enum Item {
     /// A whole data message, inflated.
-    Message(Kind, Zeroizing<Vec<u8>>),
+    Message(Kind, Payload),
     /// A control frame: ping, pong or close, with its payload.
     Control(Control, BytesMut),
 }
@@ -99,6 +123,14 @@ impl Assembler {
                 } else {
                     Kind::Binary
                 };
+                // A whole uncompressed message in one frame, the common case: its bytes
+                // as read, not copied.
+                if header.is_final && !compressed {
+                    if payload.len() > self.max_message {
+                        return Err(Close::too_big(self.max_message));
+                    }
+                    return Ok(Some(Item::Message(kind, Payload::Read(payload))));
+                }
                 self.partial = Some((kind, compressed, Zeroizing::new(Vec::new())));
             }
             (Data::Continue, Some(_)) => {}
@@ -120,7 +152,7 @@ impl Assembler {
             (Some(inflater), true) => inflater.inflate(&bytes, self.max_message)?,
             _ => bytes,
         };
-        Ok(Some(Item::Message(kind, bytes)))
+        Ok(Some(Item::Message(kind, Payload::Made(bytes))))
     }
 
     fn control(

@@ -24,13 +24,11 @@ mod tests;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::Method;
 use sluice_guard::{Guard, Plan};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Mutex;
 use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
-use tungstenite::protocol::frame::{Frame, FrameHeader};
 use zeroize::Zeroizing;
 
 use crate::authority::Target;
@@ -97,7 +95,7 @@ impl Close {
     }
 
     /// The close frame.
-    fn frame(&self) -> Frame {
+    fn frame(&self) -> Outgoing {
         close_frame(self.code, self.reason.as_bytes())
     }
 }
@@ -214,7 +212,8 @@ impl Relay {
 /// Sends `close` on one side and shuts its write half.
 async fn close_with<W: AsyncWrite + Unpin>(side: &Mutex<FrameWriter<W>>, close: &Close) {
     let mut writer = side.lock().await;
-    let _ = writer.send(close.frame()).await;
+    let mut frame = close.frame();
+    let _ = writer.send(frame.opcode, frame.payload.bytes_mut()).await;
     writer.shutdown().await;
 }
 
@@ -234,21 +233,20 @@ where
         let Some(item) = assembler.push(&header, payload)? else {
             continue;
         };
-        let frame = match item {
-            Item::Message(kind, bytes) => {
-                let scanned = scan.message(&bytes)?;
-                let opcode = match kind {
+        let mut frame = match item {
+            Item::Message(kind, bytes) => Outgoing {
+                opcode: OpCode::Data(match kind {
                     Kind::Text => Data::Text,
                     Kind::Binary => Data::Binary,
-                };
-                Frame::message(scanned, OpCode::Data(opcode), true)
-            }
+                }),
+                payload: scan.message(&bytes)?,
+            },
             Item::Control(control, payload) => scan.control(control, &payload)?,
         };
         writer
             .lock()
             .await
-            .send(frame)
+            .send(frame.opcode, frame.payload.bytes_mut())
             .await
             .map_err(|e| Close::gone(&format!("writing failed: {e}")))?;
     }
@@ -257,13 +255,13 @@ where
 
 impl Scan<'_> {
     /// A whole message, as it goes on.
-    fn message(&self, bytes: &[u8]) -> Result<Bytes, Close> {
+    fn message(&self, bytes: &[u8]) -> Result<Scanned, Close> {
         match self.direction {
             Direction::Inbound => {
                 let redacted = self.guard.redact(bytes);
                 self.exchange
                     .record_redactions("websocket-response", redacted.tally());
-                Ok(into_payload(redacted.into_bytes()))
+                Ok(Scanned::redacted(redacted.into_bytes()))
             }
             Direction::Outbound => {
                 let rewritten = self
@@ -282,17 +280,17 @@ impl Scan<'_> {
                 .map_err(|refusal| self.refuse(refusal))?;
                 self.exchange.record_tally("websocket", tally);
                 self.exchange.record_redactions("websocket", tally);
-                Ok(into_payload(rewritten.into_bytes()))
+                Ok(Scanned::Swapped(rewritten.into_bytes()))
             }
         }
     }
 
     /// A control frame, as it goes on: its payload (a close frame's reason) never swapped
     /// into, refused toward the upstream when it holds a secret, redacted back.
-    fn control(&self, control: Control, payload: &[u8]) -> Result<Frame, Close> {
+    fn control(&self, control: Control, payload: &[u8]) -> Result<Outgoing, Close> {
         let (code, text) = match control {
             Control::Close => match payload.len() {
-                0 => return Ok(Frame::close(None)),
+                0 => return Ok(close_frame_empty()),
                 1 => return Err(Close::protocol("a close frame with a one-byte payload")),
                 _ => (
                     Some(u16::from_be_bytes([payload[0], payload[1]])),
@@ -324,8 +322,10 @@ impl Scan<'_> {
         let scanned: &[u8] = if scanned.len() > room { &[] } else { &scanned };
         Ok(match (control, code) {
             (Control::Close, Some(code)) => close_frame(code, scanned),
-            (Control::Ping, _) => Frame::ping(Bytes::copy_from_slice(scanned)),
-            _ => Frame::pong(Bytes::copy_from_slice(scanned)),
+            (control, _) => Outgoing {
+                opcode: OpCode::Control(control),
+                payload: Scanned::Clear(scanned.to_vec()),
+            },
         })
     }
 
@@ -337,14 +337,49 @@ impl Scan<'_> {
 }
 
 /// A close frame of `code` and `reason`.
-fn close_frame(code: u16, reason: &[u8]) -> Frame {
+fn close_frame(code: u16, reason: &[u8]) -> Outgoing {
     let mut payload = Vec::with_capacity(2 + reason.len());
     payload.extend_from_slice(&code.to_be_bytes());
     payload.extend_from_slice(reason);
-    Frame::from_payload(FrameHeader::default(), Bytes::from(payload))
+    Outgoing {
+        opcode: OpCode::Control(Control::Close),
+        payload: Scanned::Clear(payload),
+    }
 }
 
-/// Scanned bytes as a frame's payload (which tungstenite holds as `Bytes`).
-fn into_payload(mut bytes: Zeroizing<Vec<u8>>) -> Bytes {
-    Bytes::from(std::mem::take(&mut *bytes))
+/// A close frame without a code.
+fn close_frame_empty() -> Outgoing {
+    Outgoing {
+        opcode: OpCode::Control(Control::Close),
+        payload: Scanned::Clear(Vec::new()),
+    }
+}
+
+/// A frame on its way to the other side.
+struct Outgoing {
+    opcode: OpCode,
+    payload: Scanned,
+}
+
+/// A payload after its scan, wiped when freed if it may hold a secret's value.
+enum Scanned {
+    /// Toward the upstream: real values may have been swapped in.
+    Swapped(Zeroizing<Vec<u8>>),
+    /// Redacted, or sluice's own words (a close reason): no value in it.
+    Clear(Vec<u8>),
+}
+
+impl Scanned {
+    /// What redaction made: every value in it was turned into its placeholder, so it is
+    /// freed without a wipe.
+    fn redacted(mut bytes: Zeroizing<Vec<u8>>) -> Self {
+        Self::Clear(std::mem::take(&mut *bytes))
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Scanned::Swapped(bytes) => bytes,
+            Scanned::Clear(bytes) => bytes,
+        }
+    }
 }
