@@ -30,6 +30,8 @@ pub struct Seen {
     pub data: Vec<u8>,
     /// The connection ended.
     pub closed: bool,
+    /// Every setting the proxy's SETTINGS frames carried (identifier, value), in order.
+    pub settings: Vec<(u16, u32)>,
 }
 
 impl Seen {
@@ -121,6 +123,14 @@ impl H2Wire {
                         ]));
                     }
                     frame::PING if flags & frame::ACK != 0 => seen.pongs += 1,
+                    frame::SETTINGS if flags & frame::ACK == 0 => {
+                        seen.settings.extend(payload.chunks_exact(6).map(|s| {
+                            (
+                                u16::from_be_bytes([s[0], s[1]]),
+                                u32::from_be_bytes([s[2], s[3], s[4], s[5]]),
+                            )
+                        }));
+                    }
                     _ => {}
                 }
             }

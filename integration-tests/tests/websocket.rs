@@ -123,11 +123,16 @@ struct World {
 
 impl World {
     fn new() -> Self {
+        Self::with_grant("")
+    }
+
+    /// The world with `more` (YAML keys, indented as the secret's) added to the secret.
+    fn with_grant(more: &str) -> Self {
         let pki = TestPki::new();
         let granted = EchoServer::start(&pki, &["api.test"]);
         let other = EchoServer::start(&pki, &["other.test"]);
         let yaml = format!(
-            "version: 1\nsecrets:\n  ws:\n    value: \"{TOKEN}\"\n    hosts: [api.test]\n    in: [header, body]\negress:\n  allow: [other.test]\n  allow_ips: [\"127.0.0.1/32\"]\n"
+            "version: 1\nsecrets:\n  ws:\n    value: \"{TOKEN}\"\n    hosts: [api.test]\n    in: [header, body]\n{more}egress:\n  allow: [other.test]\n  allow_ips: [\"127.0.0.1/32\"]\n"
         );
         let serve = ServeBinary::start(&yaml, &pki, &["api.test", "other.test"], &[]);
         Self {
@@ -257,6 +262,45 @@ fn a_placeholder_toward_an_ungranted_host_closes_the_connection_before_it_leaves
         "{refusals:?}"
     );
     assert!(refusals[0].contains("\"secret\":\"ws\""), "{refusals:?}");
+    drop(world.pki);
+}
+
+#[test]
+fn each_message_swapping_a_budgeted_secret_is_one_use_and_the_one_past_it_closes_the_connection() {
+    let world = World::with_grant("    budget: { requests: 2, per: 1h }\n");
+    let placeholder = world.serve.placeholder("WS");
+    let messages = json!([
+        { "text": format!("echo:one {placeholder}") },
+        { "text": "echo:no secret here" },
+        { "text": format!("echo:two {placeholder}") },
+        { "text": format!("echo:three {placeholder}") },
+        { "text": "echo:never sent" },
+    ]);
+    let printed = client(&world.serve, &world.url("api.test"), "none", &messages);
+    assert_eq!(
+        replies(&printed),
+        [
+            format!("one {placeholder}"),
+            "no secret here".to_owned(),
+            format!("two {placeholder}"),
+        ],
+        "{printed:?}"
+    );
+    let closed = printed.last().expect("a close");
+    assert_eq!(closed["closed"], 1008, "{printed:?}");
+    assert_eq!(closed["reason"], "sluice-error: budget-exhausted");
+    // The upstream got the two uses and the message between them: nothing of the third.
+    let received = world.granted.messages();
+    assert_eq!(received.len(), 3, "{received:?}");
+    assert_eq!(received[0]["holds_token"], true);
+    assert_eq!(received[2]["holds_token"], true);
+    let audit = world.serve.stop();
+    let refusals: Vec<&String> = audit
+        .iter()
+        .filter(|l| l.contains("\"event\":\"refuse\""))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{audit:#?}");
+    assert!(refusals[0].contains("budget-exhausted"), "{refusals:?}");
     drop(world.pki);
 }
 

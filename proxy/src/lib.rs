@@ -36,6 +36,7 @@ pub mod audit;
 mod auth;
 mod authority;
 mod body;
+mod budget;
 pub mod codec;
 mod config;
 mod connect;
@@ -68,7 +69,7 @@ pub use config::{Limits, ProxyConfig, default_workers};
 pub mod fuzzing {
     pub use crate::authority::Target;
     pub use crate::body::{Body, BoxError};
-    pub use crate::forward::budget::BodySwaps;
+    pub use crate::budget::BodySwaps;
     pub use crate::forward::request_body::{BodyStep, Buffering, StoppedBody, scan as scan_body};
     pub use crate::headers::{check_framing, remove_hop_by_hop};
     pub use crate::refusal::Refusal;

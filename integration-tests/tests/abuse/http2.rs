@@ -179,6 +179,20 @@ async fn http2_malformed_heads_never_reach_the_upstream() {
             None,
         ),
         (
+            // RFC 8441 WebSocket over HTTP/2: not offered, so refused like CONNECT.
+            "extended CONNECT (:protocol websocket)",
+            f(&[
+                (":method", "CONNECT"),
+                (":protocol", "websocket"),
+                (":scheme", "https"),
+                (":path", "/ws"),
+                (":authority", &auth),
+                ("sec-websocket-version", "13"),
+                ("authorization", &bearer),
+            ]),
+            None,
+        ),
+        (
             "content-length shorter than the data",
             f(&[
                 (":method", "POST"),
@@ -203,6 +217,12 @@ async fn http2_malformed_heads_never_reach_the_upstream() {
             status.is_some_and(|s| (400..500).contains(&s))
                 || (status.is_none() && (reset || goaway.is_some())),
             "{what}: status {status:?}, reset {reset}, goaway {goaway:?}"
+        );
+        // sluice never enables extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL, 0x8).
+        let settings = wire.seen(|seen| seen.settings.clone());
+        assert!(
+            !settings.is_empty() && !settings.iter().any(|&(id, value)| id == 0x8 && value != 0),
+            "{what}: {settings:?}"
         );
         // The same connection still serves, unless the proxy ended it.
         if goaway.is_none() {

@@ -244,7 +244,8 @@ pub(crate) struct LimitArgs {
     /// Time in-flight requests get at shutdown.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub(crate) drain_timeout: Duration,
-    /// The largest request body buffered to recompute its length after a swap (413 beyond).
+    /// The largest request body buffered to recompute its length after a swap (413 beyond),
+    /// and the largest WebSocket message (closed with 1009 beyond).
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_buffered_body)]
     pub(crate) max_buffered_body: usize,
     /// Time a client has to send a body that is buffered whole (408 beyond).

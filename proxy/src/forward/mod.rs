@@ -8,9 +8,9 @@
 //! one place, [`Exchange::refuse`].
 //!
 //! The request body's policy lives in `request_body`, the WebSocket upgrade in `upgrade`,
+//! the budget charge in `crate::budget` (the WebSocket relay charges it per message too),
 //! and the response's redaction in `rewrite::response`.
 
-pub(crate) mod budget;
 mod pin;
 pub(crate) mod request_body;
 mod upgrade;
@@ -28,6 +28,7 @@ use sluice_policies::{Policy, Reach};
 use crate::audit::{EventKind, SIGNATURE_LOCATION};
 use crate::authority::{self, Target};
 use crate::body::Body;
+use crate::budget;
 use crate::codec;
 use crate::exchange::Exchange;
 use crate::headers;

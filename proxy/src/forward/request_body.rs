@@ -13,8 +13,8 @@ use http::request::Parts;
 use http_body_util::BodyExt;
 use sluice_guard::{Guard, OnPlaceholder, Tally};
 
-use super::budget::{self as budget_step, BodySwaps};
 use crate::body::{self, Body, BoxError};
+use crate::budget::{self as budget_step, BodySwaps};
 use crate::codec::{self, Decoder, Encoder};
 use crate::config::Limits;
 use crate::refusal::{Refusal, RefusalSlot};

@@ -32,8 +32,8 @@ use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
 use zeroize::Zeroizing;
 
 use crate::authority::Target;
+use crate::budget::{self, BodySwaps, Pending};
 use crate::exchange::Exchange;
-use crate::forward::budget::{self, BodySwaps, Pending};
 use crate::refusal::Refusal;
 use crate::rewrite::request::{Outbound, Place};
 use crate::shared::Shared;

@@ -56,7 +56,7 @@ pub(super) fn for_refusal(
             "add {host} to egress.allow, or to the hosts of the secret meant for it"
         ),
         "address-blocked" => "the host resolved to a private, loopback or metadata address: list the range in egress.allow_ips only if it is meant to be reached".to_owned(),
-        "upgrade" => "the connection was upgraded (WebSocket): frames after the handshake are not inspected".to_owned(),
+        "upgrade" => "the connection was upgraded (WebSocket): every message after the handshake is scanned as a body (swapped where body is granted, redacted back), and a refusal closes it with 1008".to_owned(),
         _ => "no fix is known for this reason: see docs/audit-log.md".to_owned(),
     }
 }

@@ -1,7 +1,8 @@
 //! The budget step: a request that swaps a secret with a `budget:` is charged one use of
 //! it before anything of it leaves, and a secret whose window is used up is refused with
 //! `429` and `Retry-After`. The ledger (`sluice_policies::BudgetLedger`) decides; this step
-//! only says what the request swapped.
+//! only says what the request swapped. `forward` charges it per request, the WebSocket
+//! relay per message.
 //!
 //! A body read whole says exactly what it swapped. A streamed body is charged before it
 //! starts for every budgeted secret its plan could swap there, and gives back, when it
