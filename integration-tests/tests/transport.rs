@@ -681,6 +681,56 @@ async fn websocket_handshakes_are_scanned_and_what_follows_must_be_frames() {
 }
 
 #[tokio::test]
+async fn an_http2_websocket_goes_upstream_with_a_key_sluice_made_and_checks() {
+    let (_pki, upstream, proxy) = setup(&[b"h2", b"http/1.1"]).await;
+    let port = upstream.port();
+    let tls = proxy
+        .at()
+        .tunnel_to("api.test", port, &[b"h2"])
+        .await
+        .expect("tunnel");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    // A plain request first, so that sluice's SETTINGS have arrived.
+    let probe = Request::get(format!("https://api.test:{port}/first"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    send.send_request(probe).await.expect("probe answered");
+    let mut connect = Request::connect(format!("https://api.test:{port}/ws"))
+        .version(http::Version::HTTP_2)
+        .header("sec-websocket-version", "13")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    connect
+        .extensions_mut()
+        .insert(hyper::ext::Protocol::from_static("websocket"));
+    let response = send.send_request(connect).await.expect("answered");
+    // This upstream answers 101 without the accept value of the key: not a WebSocket.
+    assert_eq!(response.status(), 502);
+    let records = upstream.records();
+    let handshake = records
+        .iter()
+        .find(|r| r.uri.path() == "/ws")
+        .expect("the handshake went upstream");
+    assert_eq!(handshake.method, http::Method::GET);
+    assert_eq!(handshake.version, http::Version::HTTP_11);
+    assert_eq!(handshake.headers["upgrade"], "websocket");
+    assert_eq!(handshake.headers["sec-websocket-version"], "13");
+    let key = handshake.headers["sec-websocket-key"].to_str().unwrap();
+    use base64::Engine;
+    let nonce = base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .expect("the key is base64");
+    assert_eq!(nonce.len(), 16, "{key}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn oversized_heads_get_431_and_slow_heads_are_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let pki = TestPki::new();

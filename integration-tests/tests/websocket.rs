@@ -4,6 +4,8 @@
 //! value; the value coming back, in one frame, fragmented or compressed, reaches the client
 //! as its placeholder; a placeholder toward an ungranted host closes the connection with
 //! `1008` before the message leaves; so does a frame no negotiated extension explains.
+//! Over HTTP/2 (RFC 8441 extended CONNECT, hyper's client with tokio-tungstenite's framing)
+//! the same messages get the same scan.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -319,6 +321,116 @@ fn a_frame_no_negotiated_extension_explains_closes_with_1008() {
         "{printed:?}"
     );
     world.serve.stop();
+    drop(world.pki);
+}
+
+#[test]
+fn websocket_over_http2_extended_connect_is_scanned_like_http1() {
+    use futures_util::{SinkExt, StreamExt};
+    use http_body_util::Empty;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio_tungstenite::tungstenite::{Message, protocol::Role};
+
+    let world = World::new();
+    let placeholder = world.serve.placeholder("WS");
+    let port = world.granted.port;
+    let proxy = world.serve.proxy();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (statuses, replies, other_protocol) = runtime.block_on(async {
+        let tls = proxy
+            .tunnel_to("api.test", port, &[b"h2"])
+            .await
+            .expect("tunnel");
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .expect("h2 handshake");
+        tokio::spawn(conn);
+        // One plain request first, so that sluice's SETTINGS (which enable extended
+        // CONNECT) have arrived before the CONNECT is sent.
+        let probe = http::Request::get(format!("https://api.test:{port}/socket"))
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let probed = send.send_request(probe).await.expect("probe answered");
+        let connect = |protocol: &'static str| {
+            let mut request = http::Request::connect(format!("https://api.test:{port}/socket"))
+                .version(http::Version::HTTP_2)
+                .header("sec-websocket-version", "13")
+                .body(Empty::<bytes::Bytes>::new())
+                .unwrap();
+            request
+                .extensions_mut()
+                .insert(hyper::ext::Protocol::from_static(protocol));
+            request
+        };
+        let other = send
+            .send_request(connect("connect-udp"))
+            .await
+            .expect("answered");
+        let response = send
+            .send_request(connect("websocket"))
+            .await
+            .expect("the extended CONNECT is answered");
+        let status = response.status();
+        let upgraded = hyper::upgrade::on(response).await.expect("upgraded");
+        let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Client,
+            None,
+        )
+        .await;
+        let mut replies = Vec::new();
+        for text in [format!("echo:token={placeholder}"), "leak".to_owned()] {
+            ws.send(Message::text(text)).await.expect("sent");
+            match ws.next().await {
+                Some(Ok(Message::Text(reply))) => replies.push(reply.as_str().to_owned()),
+                other => panic!("no text reply: {other:?}"),
+            }
+        }
+        let _ = ws.close(None).await;
+        (
+            (probed.status().as_u16(), status.as_u16()),
+            replies,
+            other.status().as_u16(),
+        )
+    });
+    assert_ne!(statuses.0, 0);
+    assert_eq!(statuses.1, 200, "RFC 8441 answers 200");
+    assert_eq!(other_protocol, 400, "another :protocol is refused");
+    // Swapped on the way out (the upstream saw the token), redacted on the way back.
+    assert_eq!(
+        replies,
+        [
+            format!("token={placeholder}"),
+            format!("here it is: {placeholder}")
+        ]
+    );
+    let messages = world.granted.messages();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[0]["is_token_command"], true, "{messages:?}");
+    // The upstream leg was an HTTP/1.1 upgrade, with a key sluice made and checked.
+    let opened: Vec<Value> = world
+        .granted
+        .log()
+        .into_iter()
+        .filter(|e| e.get("opened").is_some())
+        .collect();
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(opened[0]["opened"], "/socket");
+    let audit = world.serve.stop();
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("\"event\":\"swap\"") && l.contains("\"location\":\"websocket\"")),
+        "{audit:#?}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("\"event\":\"refuse\"") && l.contains("\"reason\":\"bad-request\"")),
+        "{audit:#?}"
+    );
+    assert!(!audit.join("\n").contains(TOKEN));
     drop(world.pki);
 }
 

@@ -205,6 +205,8 @@ pub(crate) async fn intercept<IO>(
             .timer(TokioTimer::new())
             .max_concurrent_streams(shared.limits.h2_max_streams)
             .max_header_list_size(shared.limits.max_header_bytes as u32)
+            // RFC 8441: WebSocket over HTTP/2, whose frames the relay scans as over HTTP/1.1.
+            .enable_connect_protocol()
             .serve_connection(io, service);
         serve_until_stopped(conn, shutdown, "intercepted").await;
     } else {

@@ -71,6 +71,9 @@ async fn intercepted_steps(
 ) -> Result<Response<Body>, Refusal> {
     // Fail closed: without a working audit log, nothing is proxied.
     audit_is_healthy(shared)?;
+    // RFC 8441: HTTP/2's WebSocket handshake (CONNECT with `:protocol websocket`) takes the
+    // HTTP/1.1 one's shape first, so that every check below weighs both alike.
+    let h2_websocket = upgrade::from_extended_connect(&mut parts)?;
     // A CONNECT inside a tunnel would ask the upstream for a tunnel nothing inspects.
     no_nested_connect(&parts)?;
     // Grants were decided for the tunnel's host: a request naming another goes nowhere.
@@ -90,7 +93,11 @@ async fn intercepted_steps(
     )
     .await?;
     // An upgrade (WebSocket) is noted before its hop-by-hop headers go.
-    let upgrade = headers::upgrade_protocol(&parts.version, &parts.headers);
+    let upgrade = match h2_websocket {
+        true => Some(upgrade::Asked::Http2Connect),
+        false => headers::upgrade_protocol(&parts.version, &parts.headers)
+            .map(upgrade::Asked::Http1Upgrade),
+    };
     // Hop-by-hop headers, the proxy's credentials among them, stop here.
     strip_hop_by_hop(&mut parts);
     // The head's scan: swap where granted, refuse everything else.
@@ -146,9 +153,9 @@ async fn intercepted_steps(
         None => body,
     };
     // An upgrade (WebSocket) goes on a connection of its own, joined on 101.
-    if let Some(protocol) = upgrade {
+    if let Some(asked) = upgrade {
         let pins = pins.as_ref();
-        return upgrade::exchange(parts, body, protocol, tunnel, pins, shared, exchange).await;
+        return upgrade::exchange(parts, body, asked, tunnel, pins, shared, exchange).await;
     }
     // Upstream, and the response redacted on its way back.
     let sent = Sent {

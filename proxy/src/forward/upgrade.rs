@@ -2,6 +2,13 @@
 //! fresh HTTP/1.1 connection, and on `101` the frames both ways go through the WebSocket
 //! relay (`crate::websocket`), which scans every message.
 //!
+//! Over HTTP/2 the client asks with an extended CONNECT (RFC 8441, `:protocol websocket`,
+//! offered by `SETTINGS_ENABLE_CONNECT_PROTOCOL`). It is turned into the HTTP/1.1
+//! handshake before any check (a `GET` of its path, so request rules weigh both alike);
+//! sluice makes the key the HTTP/2 client does not send, checks the upstream's
+//! `Sec-WebSocket-Accept` against it, and answers the client `200` on its stream, which then
+//! carries the frames.
+//!
 //! Only extensions the relay can read are offered to the upstream (`permessage-deflate`);
 //! an answer accepting another is refused before the client is upgraded (`502`). The
 //! handshake's body was scanned whole before it left. The relayed connection holds the
@@ -9,10 +16,11 @@
 
 use std::sync::Arc;
 
-use http::header::HOST;
+use http::header::{HOST, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use http::request::Parts;
 use http::uri::PathAndQuery;
-use http::{HeaderValue, Request, Response, StatusCode, Version};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
+use tungstenite::handshake::derive_accept_key;
 
 use sluice_guard::{Guard, OnPlaceholder, SecretId};
 
@@ -26,6 +34,36 @@ use crate::shared::Shared;
 use crate::tunnel::Tunnel;
 use crate::upstream::PinDemand;
 use crate::websocket;
+
+/// How the client asked for the WebSocket, which decides how sluice answers it.
+pub(super) enum Asked {
+    /// An HTTP/1.1 `Upgrade: websocket`: the client's key and the upstream's `101` go
+    /// through as they are (the client checks the accept value itself).
+    Http1Upgrade(HeaderValue),
+    /// An RFC 8441 extended CONNECT on HTTP/2: sluice makes the key and checks the accept
+    /// value, and answers `200`.
+    Http2Connect,
+}
+
+/// Turns an RFC 8441 extended CONNECT for WebSocket into the HTTP/1.1 handshake's shape (a
+/// `GET` of its path); `true` when it was one.
+///
+/// # Errors
+///
+/// A `400` for an extended CONNECT of any other protocol: it would open a tunnel sluice
+/// cannot read.
+pub(super) fn from_extended_connect(parts: &mut Parts) -> Result<bool, Refusal> {
+    let Some(protocol) = parts.extensions.remove::<hyper::ext::Protocol>() else {
+        return Ok(false);
+    };
+    if parts.method != Method::CONNECT || !protocol.as_str().eq_ignore_ascii_case("websocket") {
+        return Err(Refusal::bad_request(
+            "an extended CONNECT (:protocol) is served for websocket only",
+        ));
+    }
+    parts.method = Method::GET;
+    Ok(true)
+}
 
 /// The secrets a WebSocket's messages may have swapped into them: those the body's plan
 /// swaps (the relay scans each message as a body).
@@ -41,7 +79,7 @@ pub(super) fn frames_may_swap(guard: &Guard, outbound: &Outbound<'_>) -> Vec<Sec
 pub(super) async fn exchange(
     mut parts: Parts,
     body: Body,
-    protocol: HeaderValue,
+    asked: Asked,
     tunnel: &Tunnel,
     pins: Option<&PinDemand>,
     shared: &Arc<Shared>,
@@ -55,7 +93,25 @@ pub(super) async fn exchange(
         http::header::CONNECTION,
         HeaderValue::from_static("upgrade"),
     );
-    parts.headers.insert(http::header::UPGRADE, protocol);
+    // An HTTP/2 client sends no key: sluice makes one, and checks the answer to it.
+    let key = match asked {
+        Asked::Http1Upgrade(protocol) => {
+            parts.headers.insert(http::header::UPGRADE, protocol);
+            None
+        }
+        Asked::Http2Connect => {
+            parts
+                .headers
+                .insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
+            let key = new_key()?;
+            parts.headers.insert(SEC_WEBSOCKET_KEY, key.clone());
+            parts
+                .headers
+                .entry(SEC_WEBSOCKET_VERSION)
+                .or_insert(HeaderValue::from_static("13"));
+            Some(key)
+        }
+    };
     parts.headers.insert(HOST, tunnel.destination.host_header());
     // The upstream may accept only what the relay can read.
     websocket::keep_inspectable_offers(&mut parts.headers);
@@ -96,6 +152,18 @@ pub(super) async fn exchange(
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         return response::redact(response, false, shared, exchange).await;
     }
+    if let Some(key) = &key {
+        let expected = derive_accept_key(key.as_bytes());
+        let answered = response.headers().get(SEC_WEBSOCKET_ACCEPT);
+        if answered.is_none_or(|v| v.as_bytes() != expected.as_bytes()) {
+            return Err(Refusal::bad_gateway(
+                Code::UpstreamFailed,
+                format!(
+                    "{target} answered the WebSocket upgrade without the accept value of its key"
+                ),
+            ));
+        }
+    }
     let deflate = websocket::accepted(response.headers()).map_err(|why| {
         Refusal::bad_gateway(
             Code::UpstreamFailed,
@@ -129,7 +197,33 @@ pub(super) async fn exchange(
     });
     let (mut parts, _) = response.into_parts();
     response::drop_reason_phrase(&mut parts.extensions);
+    if key.is_some() {
+        // HTTP/2 answers an extended CONNECT with 200, and has no connection headers.
+        parts.status = StatusCode::OK;
+        for name in [
+            http::header::CONNECTION,
+            http::header::UPGRADE,
+            SEC_WEBSOCKET_ACCEPT,
+        ] {
+            parts.headers.remove(name);
+        }
+    }
     let tally = response::redact_headers(&shared.guard, &mut parts.headers);
     exchange.record_redactions("response-headers", &tally);
     Ok(Response::from_parts(parts, body::empty()))
+}
+
+/// A fresh `Sec-WebSocket-Key`: 16 random bytes, base64 (RFC 6455 section 4.1).
+fn new_key() -> Result<HeaderValue, Refusal> {
+    use base64::Engine;
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| {
+        Refusal::bad_gateway(
+            Code::UpstreamFailed,
+            format!("no randomness for a WebSocket key: {e}"),
+        )
+    })?;
+    let key = base64::engine::general_purpose::STANDARD.encode(nonce);
+    HeaderValue::from_str(&key)
+        .map_err(|_| Refusal::bad_request("a WebSocket key is not a header value"))
 }
