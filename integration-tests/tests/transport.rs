@@ -727,6 +727,24 @@ async fn an_http2_websocket_goes_upstream_with_a_key_sluice_made_and_checks() {
         .decode(key)
         .expect("the key is base64");
     assert_eq!(nonce.len(), 16, "{key}");
+    // An upstream answering 200 instead of 101 would tell the HTTP/2 client its WebSocket
+    // opened: sluice answers 502.
+    let mut connect = Request::connect(format!("https://api.test:{port}/not-a-socket"))
+        .version(http::Version::HTTP_2)
+        .header("sec-websocket-version", "13")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    connect
+        .extensions_mut()
+        .insert(hyper::ext::Protocol::from_static("websocket"));
+    let response = send.send_request(connect).await.expect("answered");
+    assert_eq!(response.status(), 502);
+    assert!(
+        upstream
+            .records()
+            .iter()
+            .any(|r| r.uri.path() == "/not-a-socket")
+    );
     proxy.stop().await;
 }
 

@@ -149,6 +149,13 @@ pub(super) async fn exchange(
         }
         Ok(Ok(response)) => response,
     };
+    // Over HTTP/2 a 2xx would tell the client its WebSocket opened: only a 101 may.
+    if key.is_some() && response.status().is_success() {
+        return Err(Refusal::bad_gateway(
+            Code::UpstreamFailed,
+            format!("{target} answered the WebSocket upgrade without switching protocols"),
+        ));
+    }
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         return response::redact(response, false, shared, exchange).await;
     }

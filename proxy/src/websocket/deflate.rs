@@ -113,8 +113,9 @@ impl Inflater {
                     }
                     // Grown by hand into zeroized memory: a Vec that reallocates leaves
                     // its old bytes behind.
-                    let mut bigger =
-                        Zeroizing::new(Vec::with_capacity((out.len() * 2).min(max + 1)));
+                    let mut bigger = Zeroizing::new(Vec::with_capacity(
+                        (out.len() * 2).min(max.saturating_add(1)),
+                    ));
                     bigger.extend_from_slice(&out);
                     out = bigger;
                 }
