@@ -302,6 +302,47 @@ async fn a_reviewer_sees_the_verdict_the_flows_and_the_refusals_of_two_runs_in_c
     );
 }
 
+/// `proxy-url` is the run file a sandbox waits for, so it is written last (docs/serve.md): a
+/// restart that cannot write its placeholders must not leave a `proxy-url` that a waiting
+/// sandbox would pair with the previous run's `placeholders.env`.
+#[test]
+fn a_restart_that_cannot_write_its_run_files_leaves_no_proxy_url() {
+    let pki = TestPki::new();
+    let site = Site::new();
+    let run_dir = site.run_dir();
+    std::fs::create_dir_all(run_dir.join("placeholders.env")).unwrap();
+    std::fs::write(run_dir.join("placeholders.env").join("keep"), "").unwrap();
+    std::fs::write(
+        run_dir.join("proxy-url"),
+        "http://sluice:stale@127.0.0.1:1\n",
+    )
+    .unwrap();
+    let out = Command::new(sluice_bin())
+        .current_dir(site.dir.path())
+        .args([
+            "serve",
+            "--policy",
+            "policy.yaml",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--run-dir")
+        .arg(&run_dir)
+        .arg("--upstream-ca")
+        .arg(pki.ca_path())
+        .arg("--no-watch")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("sluice serve: writing"), "{stderr}");
+    assert!(
+        !run_dir.join("proxy-url").exists(),
+        "a proxy-url was left beside placeholders the run could not write"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotation_under_load_then_sigterm_loses_and_duplicates_nothing() {
     let pki = TestPki::new();

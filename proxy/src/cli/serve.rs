@@ -116,15 +116,21 @@ fn prepare_run_dir(dir: &Path) -> std::io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
+/// The run files, `proxy-url` last and renamed into place: a sandbox (or a restarted
+/// one) that waits for `proxy-url` then finds this run's CA and placeholders beside it,
+/// never the previous run's.
 fn write_run_files(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<()> {
+    let _ = fs::remove_file(dir.join("proxy-url"));
     write_file(&dir.join("ca.pem"), proxy.ca_pem().as_bytes(), 0o644)?;
-    let mut url = proxy.proxy_url();
-    url.push('\n');
-    write_file(&dir.join("proxy-url"), url.as_bytes(), 0o600)?;
     if let Some(url) = proxy.admin_url() {
         write_file(&dir.join("admin-url"), format!("{url}\n").as_bytes(), 0o600)?;
     }
-    write_placeholders(dir, proxy)
+    write_placeholders(dir, proxy)?;
+    let mut url = proxy.proxy_url();
+    url.push('\n');
+    let next = dir.join(".proxy-url.next");
+    write_file(&next, url.as_bytes(), 0o600)?;
+    fs::rename(&next, dir.join("proxy-url"))
 }
 
 /// `placeholders.env`, afresh: at start, and after each reload (new secrets' placeholders).
