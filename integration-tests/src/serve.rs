@@ -48,10 +48,11 @@ impl ServeBinary {
             run_dir,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !serve.run_dir.join("placeholders.env").exists() {
+        // `proxy-url` is written last (docs/serve.md): the other run files are there then.
+        while !serve.run_dir.join("proxy-url").exists() {
             assert!(
                 Instant::now() < deadline,
-                "sluice serve wrote no placeholders.env: {}",
+                "sluice serve wrote no proxy-url: {}",
                 serve.stderr()
             );
             std::thread::sleep(Duration::from_millis(25));

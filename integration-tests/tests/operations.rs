@@ -94,10 +94,9 @@ impl Serve {
             secret,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !(serve.run_dir.join("admin-url").exists()
-            && serve.run_dir.join("placeholders.env").exists())
-        {
-            assert!(Instant::now() < deadline, "sluice serve wrote no admin-url");
+        // `proxy-url` is written last (docs/serve.md): the other run files are there then.
+        while !serve.run_dir.join("proxy-url").exists() {
+            assert!(Instant::now() < deadline, "sluice serve wrote no proxy-url");
             std::thread::sleep(Duration::from_millis(50));
         }
         serve

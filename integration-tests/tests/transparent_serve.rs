@@ -111,7 +111,7 @@ setpriv --regid={SLUICE_GROUP} --clear-groups -- "{sluice}" serve --policy polic
   --upstream-ca "{ca}" --resolve api.test=10.89.0.1 --resolve other.test=10.89.0.1 \
   >serve.out 2>serve.err &
 sluice=$!
-for _ in $(seq 100); do [ -e run/placeholders.env ] && [ -e upstream.log.ready ] && break; sleep 0.05; done
+for _ in $(seq 100); do [ -e run/proxy-url ] && [ -e upstream.log.ready ] && break; sleep 0.05; done
 python3 client.py run
 kill -TERM $sluice; wait $sluice || true
 kill $upstream $outside; wait || true

@@ -25,7 +25,7 @@ use crate::exchange::Exchange;
 use crate::forward;
 use crate::refusal::Refusal;
 use crate::rewrite::request::{PlanCache, check_authority};
-use crate::shared::{ConnSlot, Shared, serve_until_stopped};
+use crate::shared::{ConnSlot, Shared, serve_until, serve_until_stopped};
 use crate::tunnel::{Destination, Tunnel};
 
 /// Handles one CONNECT request.
@@ -208,7 +208,9 @@ pub(crate) async fn intercept<IO>(
             // RFC 8441: WebSocket over HTTP/2, whose frames the relay scans as over HTTP/1.1.
             .enable_connect_protocol()
             .serve_connection(io, service);
-        serve_until_stopped(conn, shutdown, "intercepted").await;
+        // A reload that replaces the declaration sends it GOAWAY: the client moves to a new
+        // tunnel, under the declaration in force, rather than multiplex for ever on this one.
+        serve_until(conn, shutdown, shared.replaced(), "intercepted").await;
     } else {
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())

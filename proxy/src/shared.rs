@@ -106,6 +106,26 @@ impl Shared {
         })
     }
 
+    /// Resolves once a reload has put in force a declaration or a guard other than this
+    /// snapshot's: what a long-lived connection (a WebSocket, an HTTP/2 tunnel) must not go
+    /// on serving under. A reload that changes neither (the same file, the same values)
+    /// leaves it pending.
+    pub(crate) async fn replaced(&self) {
+        let mut reloads = self.live.follow();
+        loop {
+            let current = self.live.current();
+            if !Arc::ptr_eq(&current.policy, &self.policy)
+                || !Arc::ptr_eq(&current.guard, &self.guard)
+            {
+                return;
+            }
+            if reloads.changed().await.is_err() {
+                // The proxy is gone: nothing will replace this generation.
+                return std::future::pending().await;
+            }
+        }
+    }
+
     /// Records an audit event, and counts it. A failed log is noticed by
     /// `AuditLog::is_healthy`, which every request checks first (fail closed), so the error
     /// needs no handling here.
@@ -167,9 +187,23 @@ where
 
 /// Serves `conn` to its end, or, once the proxy is told to stop, lets its in-flight requests
 /// finish and then ends it: the one serve-and-drain loop of every connection sluice serves.
-pub(crate) async fn serve_until_stopped<C, E>(
+pub(crate) async fn serve_until_stopped<C, E>(conn: C, shutdown: watch::Receiver<bool>, what: &str)
+where
+    C: Drain<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    serve_until(conn, shutdown, std::future::pending(), what).await;
+}
+
+/// The same, draining `conn` also once `replaced` resolves ([`Shared::replaced`]).
+///
+/// Only for HTTP/2: its `GOAWAY` tells the client which requests were not taken, so that it
+/// retries them on a new connection. An HTTP/1.1 connection drained between requests just
+/// closes, and a client that was about to send one sees it fail.
+pub(crate) async fn serve_until<C, E>(
     conn: C,
     mut shutdown: watch::Receiver<bool>,
+    replaced: impl Future<Output = ()>,
     what: &str,
 ) where
     C: Drain<Output = Result<(), E>>,
@@ -179,6 +213,11 @@ pub(crate) async fn serve_until_stopped<C, E>(
     let result = tokio::select! {
         result = conn.as_mut() => result,
         () = until_stopped(&mut shutdown) => {
+            conn.as_mut().drain();
+            conn.await
+        }
+        () = replaced => {
+            tracing::debug!("{what} connection drained: a reload replaced its declaration");
             conn.as_mut().drain();
             conn.await
         }

@@ -17,6 +17,7 @@ use http::header::{HeaderValue, SEC_WEBSOCKET_EXTENSIONS};
 use zeroize::Zeroizing;
 
 use super::Close;
+use super::message::reserve_wiped;
 
 /// The one extension sluice reads.
 const DEFLATE: &str = "permessage-deflate";
@@ -61,15 +62,26 @@ pub(crate) fn accepted(headers: &HeaderMap) -> Result<bool, String> {
         for accepted in value.split(',').map(str::trim).filter(|a| !a.is_empty()) {
             let name = extension_name(accepted);
             if !name.eq_ignore_ascii_case(DEFLATE) || deflate {
+                // Echoed only when it is a token: text escaped here would no longer be
+                // what the guard redacts from the answer.
+                if name.is_empty() || !name.bytes().all(is_tchar) {
+                    return Err(
+                        "the upstream accepted an extension whose name is not a token, which sluice did not offer and cannot inspect".to_owned(),
+                    );
+                }
                 return Err(format!(
-                    "the upstream accepted extension `{}`, which sluice did not offer and cannot inspect",
-                    name.escape_debug()
+                    "the upstream accepted extension `{name}`, which sluice did not offer and cannot inspect"
                 ));
             }
             deflate = true;
         }
     }
     Ok(deflate)
+}
+
+/// A token character (RFC 9110 section 5.6.2), which an extension name is made of.
+fn is_tchar(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
 }
 
 /// An extension element's name: what comes before its first `;`.
@@ -108,16 +120,9 @@ impl Inflater {
             let mut input = input;
             loop {
                 if out.len() == out.capacity() {
-                    if out.len() >= max {
-                        return Err(Close::too_big(max));
-                    }
-                    // Grown by hand into zeroized memory: a Vec that reallocates leaves
-                    // its old bytes behind.
-                    let mut bigger = Zeroizing::new(Vec::with_capacity(
-                        (out.len() * 2).min(max.saturating_add(1)),
-                    ));
-                    bigger.extend_from_slice(&out);
-                    out = bigger;
+                    // Room up to one byte past `max`, which tells a message of exactly
+                    // `max` bytes from a longer one.
+                    reserve_wiped(&mut out, 1, max.saturating_add(1));
                 }
                 let (before_in, before_out) = (self.inner.total_in(), out.len());
                 let status = self
@@ -197,6 +202,27 @@ mod tests {
     }
 
     #[test]
+    fn a_message_inflating_to_exactly_the_bound_passes_and_one_byte_more_does_not() {
+        // Zeros compress to a few bytes, so the output buffer grows by doubling from a
+        // small start and, at some lengths, fills exactly at the bound.
+        for max in (1..3000).chain([4096, 70_000]) {
+            let message = vec![0u8; max];
+            let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
+            let packed = compressed(&mut encoder, &message);
+            let inflated = Inflater::default().inflate(&packed, max).unwrap();
+            assert_eq!(&inflated[..], &message[..], "max {max}");
+            assert_eq!(
+                Inflater::default()
+                    .inflate(&packed, max - 1)
+                    .unwrap_err()
+                    .code,
+                1009,
+                "max {max}"
+            );
+        }
+    }
+
+    #[test]
     fn only_deflate_offers_reach_the_upstream_and_only_deflate_may_come_back() {
         let mut headers = HeaderMap::new();
         headers.append(
@@ -237,6 +263,11 @@ mod tests {
             Ok(true)
         );
         assert!(answer("x-custom").unwrap_err().contains("`x-custom`"));
+        let odd = answer("x\\\"quoted\"").unwrap_err();
+        assert!(
+            !odd.contains("quoted") && odd.contains("not a token"),
+            "{odd}"
+        );
         assert!(answer("permessage-deflate, permessage-deflate").is_err());
     }
 }

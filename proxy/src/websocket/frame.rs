@@ -7,6 +7,7 @@
 //! random key (RFC 6455 section 5.3). A frame masked the wrong way is a protocol error.
 
 use std::io::{Cursor, IoSlice};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -14,6 +15,9 @@ use tungstenite::protocol::frame::FrameHeader;
 use tungstenite::protocol::frame::coding::OpCode;
 
 use super::Close;
+
+/// The most buffer room a frame being received is given ahead of its bytes.
+const READ_AHEAD: usize = 64 * 1024;
 
 /// Which peer a leg faces, and so who masks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +93,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             _ => {}
         }
         if self.buf.len() - head < length {
-            self.buf.reserve(head + length - self.buf.len());
+            // Room for what has to come, a read at a time: a header alone must not make
+            // sluice hold its declared length (a peer could declare the bound on each of
+            // many streams and send nothing after).
+            self.buf
+                .reserve((head + length - self.buf.len()).min(READ_AHEAD));
             return Ok(None);
         }
         self.buf.advance(head);
@@ -121,15 +129,18 @@ fn apply_mask(payload: &mut [u8], mask: [u8; 4]) {
 pub(super) struct FrameWriter<W> {
     io: W,
     peer: Peer,
+    /// How long one frame may take to be written (a peer that stops reading).
+    timeout: Duration,
     /// The frame header being written (at most 14 bytes; a mask key is no secret).
     head: Vec<u8>,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
-    pub(super) fn new(io: W, peer: Peer) -> Self {
+    pub(super) fn new(io: W, peer: Peer, timeout: Duration) -> Self {
         Self {
             io,
             peer,
+            timeout,
             head: Vec::with_capacity(14),
         }
     }
@@ -137,7 +148,18 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     /// Writes one final frame of `opcode` carrying `payload`, and flushes it: a WebSocket
     /// is interactive, nothing waits for more. Toward the upstream `payload` is left
     /// masked.
+    ///
+    /// # Errors
+    ///
+    /// The write's error, or `TimedOut` when the frame took longer than the timeout.
     pub(super) async fn send(&mut self, opcode: OpCode, payload: &mut [u8]) -> std::io::Result<()> {
+        let timeout = self.timeout;
+        tokio::time::timeout(timeout, self.write_frame(opcode, payload))
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+    }
+
+    async fn write_frame(&mut self, opcode: OpCode, payload: &mut [u8]) -> std::io::Result<()> {
         let mut header = FrameHeader {
             opcode,
             ..FrameHeader::default()
@@ -173,7 +195,56 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
 
 #[cfg(test)]
 mod tests {
+    use tungstenite::protocol::frame::coding::Data;
+
     use super::*;
+
+    #[tokio::test]
+    async fn a_header_declaring_a_large_payload_reserves_a_read_ahead_not_its_length() {
+        const LEN: usize = 1 << 20;
+        let mask = [9, 8, 7, 6];
+        // A masked client frame header declaring 1 MiB, its payload held back at first.
+        let mut head = vec![0x82, 0x80 | 127];
+        head.extend_from_slice(&(LEN as u64).to_be_bytes());
+        head.extend_from_slice(&mask);
+        let (mut peer, io) = tokio::io::duplex(64 * 1024);
+        peer.write_all(&head).await.unwrap();
+        let mut reader = FrameReader::new(io, Peer::Client, 16 << 20);
+        let read = tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
+        assert!(read.is_err(), "a frame with no payload yet is not whole");
+        assert!(
+            reader.buf.capacity() <= 2 * READ_AHEAD,
+            "{} bytes held for a payload not sent",
+            reader.buf.capacity()
+        );
+        // The payload, once it comes, completes the frame.
+        let mut payload = vec![0x5a; LEN];
+        apply_mask(&mut payload, mask);
+        let sender = tokio::spawn(async move { peer.write_all(&payload).await });
+        let (header, payload) = reader.next().await.unwrap().unwrap();
+        sender.await.unwrap().unwrap();
+        assert_eq!(header.opcode, OpCode::Data(Data::Binary));
+        assert_eq!(payload.len(), LEN);
+        assert!(payload.iter().all(|&b| b == 0x5a));
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_stops_reading_times_the_write_out() {
+        // Room for 64 bytes, and nobody reading them.
+        let (_peer, io) = tokio::io::duplex(64);
+        let mut writer = FrameWriter::new(io, Peer::Client, Duration::from_millis(50));
+        let mut small = *b"fits";
+        writer
+            .send(OpCode::Data(Data::Text), &mut small)
+            .await
+            .unwrap();
+        let mut large = vec![b'x'; 4096];
+        let error = writer
+            .send(OpCode::Data(Data::Binary), &mut large)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+    }
 
     #[test]
     fn unmasking_twice_gives_the_payload_back_at_every_length() {

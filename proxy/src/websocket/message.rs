@@ -141,6 +141,7 @@ impl Assembler {
         if bytes.len() + payload.len() > self.max_message {
             return Err(Close::too_big(self.max_message));
         }
+        reserve_wiped(bytes, payload.len(), self.max_message);
         bytes.extend_from_slice(&payload);
         if !header.is_final {
             return Ok(None);
@@ -173,5 +174,51 @@ impl Assembler {
             return Err(Close::protocol(&format!("reserved opcode {code:#x}")));
         }
         Ok(Item::Control(control, payload))
+    }
+}
+
+/// Makes room for `additional` more bytes in `bytes` without leaving a copy of them behind.
+///
+/// A `Vec` that grows by itself frees its old buffer unwiped; here a bigger one is made and
+/// the old one dropped through `Zeroizing`, which wipes it. Capacity doubles, up to `limit`
+/// (or just what is needed, past it).
+pub(super) fn reserve_wiped(bytes: &mut Zeroizing<Vec<u8>>, additional: usize, limit: usize) {
+    let needed = bytes.len().saturating_add(additional);
+    if needed <= bytes.capacity() {
+        return;
+    }
+    let capacity = needed.max(bytes.capacity().saturating_mul(2).min(limit));
+    let mut bigger = Zeroizing::new(Vec::with_capacity(capacity));
+    bigger.extend_from_slice(bytes);
+    *bytes = bigger;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_is_made_by_doubling_up_to_the_limit_and_keeps_the_bytes() {
+        let mut bytes = Zeroizing::new(Vec::new());
+        let mut capacities = Vec::new();
+        for i in 0..100u8 {
+            reserve_wiped(&mut bytes, 10, 600);
+            // The push below never reallocates on its own: the room is already there.
+            let before = bytes.as_ptr();
+            bytes.extend_from_slice(&[i; 10]);
+            assert_eq!(bytes.as_ptr(), before);
+            capacities.push(bytes.capacity());
+        }
+        assert_eq!(bytes.len(), 1000);
+        assert!(
+            bytes
+                .chunks(10)
+                .enumerate()
+                .all(|(i, c)| c == [i as u8; 10])
+        );
+        capacities.dedup();
+        // 10, 20, 40, ... doubling to the limit, then only what each push needs.
+        assert_eq!(capacities[..7], [10, 20, 40, 80, 160, 320, 600]);
+        assert_eq!(*capacities.last().unwrap(), 1000);
     }
 }

@@ -15,6 +15,11 @@
 //!
 //! A refusal is recorded in the audit log and closes both sides with `1008` and the
 //! refusal's code as the reason; the message that caused it is not sent.
+//!
+//! A WebSocket never outlives what it was opened under: a reload that replaces the
+//! declaration or the guard closes it with `1012` (the client reconnects, under the new
+//! one), and the proxy's shutdown with `1001`. A peer that stops reading holds one frame
+//! for at most [`WRITE_TIMEOUT`]; the connection is closed then.
 
 mod deflate;
 mod frame;
@@ -23,6 +28,7 @@ mod message;
 mod tests;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::Method;
 use sluice_guard::{Guard, Plan};
@@ -36,12 +42,19 @@ use crate::budget::{self, BodySwaps, Pending};
 use crate::exchange::Exchange;
 use crate::refusal::Refusal;
 use crate::rewrite::request::{Outbound, Place};
-use crate::shared::Shared;
+use crate::shared::{Shared, until_stopped};
 
 use deflate::Inflater;
 pub(crate) use deflate::{accepted, keep_inspectable_offers};
 use frame::{FrameReader, FrameWriter, Peer};
 use message::{Assembler, Item, Kind};
+
+/// How long one frame may take to be written to a peer before sluice gives up on it (a
+/// peer that stops reading would otherwise hold the relay, and its buffers, for ever).
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long sluice's own close frame may take on each side.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why sluice closes a WebSocket: the code and reason both peers are sent. Its reason is
 /// written by sluice (a code, a protocol fault), never taken from a message.
@@ -78,6 +91,12 @@ impl Close {
     /// `1001`: one side went away (or broke off inside a frame).
     fn gone(why: &str) -> Self {
         Self::new(1001, why)
+    }
+
+    /// `1012` (service restart): a reload replaced the declaration this WebSocket was
+    /// opened under.
+    fn reloaded() -> Self {
+        Self::new(1012, "sluice's declaration was reloaded: reconnect")
     }
 
     /// `1008`: sluice refused a message; the reason is the refusal's code.
@@ -146,8 +165,12 @@ impl Relay {
     {
         let (client_read, client_write) = tokio::io::split(client);
         let (upstream_read, upstream_write) = tokio::io::split(upstream);
-        let to_client = Mutex::new(FrameWriter::new(client_write, Peer::Client));
-        let to_upstream = Mutex::new(FrameWriter::new(upstream_write, Peer::Upstream));
+        let to_client = Mutex::new(FrameWriter::new(client_write, Peer::Client, WRITE_TIMEOUT));
+        let to_upstream = Mutex::new(FrameWriter::new(
+            upstream_write,
+            Peer::Upstream,
+            WRITE_TIMEOUT,
+        ));
         let max = self.shared.limits.max_buffered_body;
         let guard = &self.shared.guard;
         let outbound = Outbound::new(guard, &self.shared.policy, &self.target)
@@ -175,10 +198,15 @@ impl Relay {
                 scan(Direction::Inbound),
                 &to_client,
             );
-            tokio::pin!(sent, received);
+            let replaced = self.shared.replaced();
+            let mut shutdown = self.shared.shutdown.clone();
+            let stopping = until_stopped(&mut shutdown);
+            tokio::pin!(sent, received, replaced, stopping);
             let (mut sent_done, mut received_done) = (false, false);
             loop {
                 tokio::select! {
+                    () = &mut replaced => break Some(Close::reloaded()),
+                    () = &mut stopping => break Some(Close::gone("sluice is shutting down")),
                     ended = &mut sent, if !sent_done => {
                         sent_done = true;
                         if let Err(close) = ended {
@@ -209,12 +237,15 @@ impl Relay {
     }
 }
 
-/// Sends `close` on one side and shuts its write half.
+/// Sends `close` on one side and shuts its write half, giving up after [`CLOSE_TIMEOUT`].
 async fn close_with<W: AsyncWrite + Unpin>(side: &Mutex<FrameWriter<W>>, close: &Close) {
-    let mut writer = side.lock().await;
-    let mut frame = close.frame();
-    let _ = writer.send(frame.opcode, frame.payload.bytes_mut()).await;
-    writer.shutdown().await;
+    let closing = async {
+        let mut writer = side.lock().await;
+        let mut frame = close.frame();
+        let _ = writer.send(frame.opcode, frame.payload.bytes_mut()).await;
+        writer.shutdown().await;
+    };
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, closing).await;
 }
 
 /// One direction: frames from `reader`, joined by `assembler`, scanned by `scan`, written
@@ -248,7 +279,10 @@ where
             .await
             .send(frame.opcode, frame.payload.bytes_mut())
             .await
-            .map_err(|e| Close::gone(&format!("writing failed: {e}")))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::TimedOut => Close::gone("a peer stopped reading"),
+                _ => Close::gone(&format!("writing failed: {e}")),
+            })?;
     }
     Ok(())
 }
