@@ -122,6 +122,31 @@ impl ServeBinary {
         self.dir.path()
     }
 
+    /// Writes `yaml` over the declaration and reloads it (SIGHUP), returning once the
+    /// audit log says it was put in force.
+    pub fn reload(&self, yaml: &str) {
+        let reloaded = |lines: &[String]| {
+            lines
+                .iter()
+                .filter(|l| l.contains("\"event\":\"reload\"") && l.contains("\"reloaded\""))
+                .count()
+        };
+        let before = reloaded(&self.audit_lines());
+        std::fs::write(self.dir.path().join("policy.yaml"), yaml).expect("write the declaration");
+        let _ = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while reloaded(&self.audit_lines()) == before {
+            assert!(
+                Instant::now() < deadline,
+                "the reload was not put in force: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
     /// Stops sluice with SIGTERM, waits for it to flush its log, and returns the log.
     pub fn stop(mut self) -> Vec<String> {
         self.terminate();

@@ -434,6 +434,105 @@ fn websocket_over_http2_extended_connect_is_scanned_like_http1() {
     drop(world.pki);
 }
 
+/// A reload that takes `body` out of the grant: the WebSocket opened before it is closed
+/// with `1012` rather than go on swapping under the old grant, an HTTP/2 tunnel gets GOAWAY,
+/// and a WebSocket opened after it is decided under the new declaration.
+#[test]
+fn a_reload_closes_open_websockets_with_1012_and_what_reconnects_gets_the_new_grant() {
+    use futures_util::{SinkExt, StreamExt};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    let world = World::new();
+    let placeholder = world.serve.placeholder("WS");
+    let port = world.granted.port;
+    let proxy = world.serve.proxy();
+    let url = world.url("api.test");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let open = || async {
+        let tls = proxy
+            .tunnel_to("api.test", port, &[b"http/1.1"])
+            .await
+            .expect("tunnel");
+        let (ws, _) = tokio_tungstenite::client_async(url.as_str(), tls)
+            .await
+            .expect("the WebSocket opens");
+        ws
+    };
+    let swap = Message::text(format!("echo:token={placeholder}"));
+    let (mut ws, mut h2, h2_conn) = runtime.block_on(async {
+        let mut ws = open().await;
+        ws.send(swap.clone()).await.expect("sent");
+        let reply = ws.next().await.expect("a reply").expect("a message");
+        assert_eq!(reply, Message::text(format!("token={placeholder}")));
+        let tls = proxy
+            .tunnel_to("api.test", port, &[b"h2"])
+            .await
+            .expect("tunnel");
+        let (mut h2, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .expect("h2 handshake");
+        let conn = tokio::spawn(conn);
+        let probe = http::Request::get(format!("https://api.test:{port}/socket"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        h2.send_request(probe).await.expect("answered");
+        (ws, h2, conn)
+    });
+    assert_eq!(world.granted.messages().len(), 1);
+
+    world.serve.reload(&format!(
+        "version: 1\nsecrets:\n  ws:\n    value: \"{TOKEN}\"\n    hosts: [api.test]\n    in: [header]\negress:\n  allow: [other.test]\n  allow_ips: [\"127.0.0.1/32\"]\n"
+    ));
+
+    runtime.block_on(async {
+        let wait = std::time::Duration::from_secs(10);
+        // The open WebSocket is closed, by sluice, with 1012.
+        let closed = tokio::time::timeout(wait, ws.next())
+            .await
+            .expect("closed in time");
+        match closed {
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(frame.code, CloseCode::Restart, "{frame:?}");
+                assert!(frame.reason.contains("reloaded"), "{frame:?}");
+            }
+            other => panic!("no close frame: {other:?}"),
+        }
+        // The HTTP/2 tunnel was told to go away: its connection ends, and takes no request.
+        tokio::time::timeout(wait, h2_conn)
+            .await
+            .expect("the HTTP/2 tunnel ended in time")
+            .expect("joined")
+            .expect("a clean GOAWAY");
+        assert!(
+            h2.ready().await.is_err(),
+            "the old tunnel still takes requests"
+        );
+        // A WebSocket opened now is under the new declaration: no swap in a message.
+        let mut ws = open().await;
+        ws.send(swap.clone()).await.expect("sent");
+        match tokio::time::timeout(wait, ws.next())
+            .await
+            .expect("in time")
+        {
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(frame.code, CloseCode::Policy, "{frame:?}");
+            }
+            other => panic!("the message was not refused: {other:?}"),
+        }
+    });
+    assert_eq!(
+        world.granted.messages().len(),
+        1,
+        "a message reached the upstream after the grant was taken back"
+    );
+    let audit = world.serve.stop().join("\n");
+    assert!(!audit.contains(TOKEN));
+    drop(world.pki);
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

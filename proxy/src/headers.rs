@@ -66,8 +66,8 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// The protocol an HTTP/1.1 request asks to upgrade to (`Connection: upgrade` with an
 /// `Upgrade` header), if it is one sluice carries: WebSocket only.
 ///
-/// After a `101` the two sides are joined and nothing more is scanned or redacted, so only
-/// WebSocket, whose handshake sluice scans and whose use is expected, may do that. Any other
+/// After a `101` only WebSocket is carried: its frames are parsed and each message
+/// scanned by the relay (`crate::websocket`), which reads no other protocol. Any other
 /// protocol (`h2c`, cleartext HTTP/2 that would carry HTTP past the scan; `TLS/1.0`; made-up
 /// ones) is no upgrade: the request goes on as a plain HTTP/1.1 request, its `Upgrade`
 /// headers removed as hop-by-hop.
