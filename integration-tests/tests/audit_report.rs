@@ -44,11 +44,10 @@ impl Site {
         self.dir.path().join("run")
     }
 
-    /// `sluice serve` on this site with `extra` flags, once it has written its run files.
-    fn serve(&self, pki: &TestPki, extra: &[&str]) -> (Child, ProxyAt, String) {
-        let run_dir = self.run_dir();
-        let _ = std::fs::remove_file(run_dir.join("proxy-url"));
-        let child = Command::new(sluice_bin())
+    /// `sluice serve` on this site with `extra` flags, not yet started.
+    fn command(&self, pki: &TestPki, extra: &[&str]) -> Command {
+        let mut command = Command::new(sluice_bin());
+        command
             .current_dir(self.dir.path())
             .args([
                 "serve",
@@ -58,7 +57,7 @@ impl Site {
                 "127.0.0.1:0",
             ])
             .arg("--run-dir")
-            .arg(&run_dir)
+            .arg(self.run_dir())
             .arg("--upstream-ca")
             .arg(pki.ca_path())
             .args([
@@ -69,6 +68,16 @@ impl Site {
             ])
             .args(["--resolve", "evil.test=127.0.0.1", "--no-watch"])
             .args(extra)
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// `sluice serve` on this site with `extra` flags, once it has written its run files.
+    fn serve(&self, pki: &TestPki, extra: &[&str]) -> (Child, ProxyAt, String) {
+        let run_dir = self.run_dir();
+        let _ = std::fs::remove_file(run_dir.join("proxy-url"));
+        let child = self
+            .command(pki, extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -318,23 +327,7 @@ fn a_restart_that_cannot_write_its_run_files_leaves_no_proxy_url() {
         "http://sluice:stale@127.0.0.1:1\n",
     )
     .unwrap();
-    let out = Command::new(sluice_bin())
-        .current_dir(site.dir.path())
-        .args([
-            "serve",
-            "--policy",
-            "policy.yaml",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--run-dir")
-        .arg(&run_dir)
-        .arg("--upstream-ca")
-        .arg(pki.ca_path())
-        .arg("--no-watch")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = site.command(&pki, &[]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("sluice serve: writing"), "{stderr}");

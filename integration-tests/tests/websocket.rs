@@ -328,7 +328,7 @@ fn a_frame_no_negotiated_extension_explains_closes_with_1008() {
 fn websocket_over_http2_extended_connect_is_scanned_like_http1() {
     use futures_util::{SinkExt, StreamExt};
     use http_body_util::Empty;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::rt::TokioIo;
     use tokio_tungstenite::tungstenite::{Message, protocol::Role};
 
     let world = World::new();
@@ -337,21 +337,7 @@ fn websocket_over_http2_extended_connect_is_scanned_like_http1() {
     let proxy = world.serve.proxy();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (statuses, replies, other_protocol) = runtime.block_on(async {
-        let tls = proxy
-            .tunnel_to("api.test", port, &[b"h2"])
-            .await
-            .expect("tunnel");
-        let (mut send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                .await
-                .expect("h2 handshake");
-        tokio::spawn(conn);
-        // One plain request first, so that sluice's SETTINGS (which enable extended
-        // CONNECT) have arrived before the CONNECT is sent.
-        let probe = http::Request::get(format!("https://api.test:{port}/socket"))
-            .body(Empty::<bytes::Bytes>::new())
-            .unwrap();
-        let probed = send.send_request(probe).await.expect("probe answered");
+        let (mut send, _conn, probed) = h2_tunnel(&proxy, port).await;
         let connect = |protocol: &'static str| {
             let mut request = http::Request::connect(format!("https://api.test:{port}/socket"))
                 .version(http::Version::HTTP_2)
@@ -389,7 +375,7 @@ fn websocket_over_http2_extended_connect_is_scanned_like_http1() {
         }
         let _ = ws.close(None).await;
         (
-            (probed.status().as_u16(), status.as_u16()),
+            (probed.as_u16(), status.as_u16()),
             replies,
             other.status().as_u16(),
         )
@@ -440,7 +426,6 @@ fn websocket_over_http2_extended_connect_is_scanned_like_http1() {
 #[test]
 fn a_reload_closes_open_websockets_with_1012_and_what_reconnects_gets_the_new_grant() {
     use futures_util::{SinkExt, StreamExt};
-    use hyper_util::rt::{TokioExecutor, TokioIo};
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -466,19 +451,7 @@ fn a_reload_closes_open_websockets_with_1012_and_what_reconnects_gets_the_new_gr
         ws.send(swap.clone()).await.expect("sent");
         let reply = ws.next().await.expect("a reply").expect("a message");
         assert_eq!(reply, Message::text(format!("token={placeholder}")));
-        let tls = proxy
-            .tunnel_to("api.test", port, &[b"h2"])
-            .await
-            .expect("tunnel");
-        let (mut h2, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                .await
-                .expect("h2 handshake");
-        let conn = tokio::spawn(conn);
-        let probe = http::Request::get(format!("https://api.test:{port}/socket"))
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .unwrap();
-        h2.send_request(probe).await.expect("answered");
+        let (h2, conn, _) = h2_tunnel(&proxy, port).await;
         (ws, h2, conn)
     });
     assert_eq!(world.granted.messages().len(), 1);
@@ -531,6 +504,35 @@ fn a_reload_closes_open_websockets_with_1012_and_what_reconnects_gets_the_new_gr
     let audit = world.serve.stop().join("\n");
     assert!(!audit.contains(TOKEN));
     drop(world.pki);
+}
+
+/// An HTTP/2 tunnel to api.test through sluice: the request sender, the connection's task,
+/// and the status of one plain GET sent first (so that sluice's SETTINGS, which enable
+/// extended CONNECT, have arrived before anything else is sent).
+async fn h2_tunnel(
+    proxy: &sluice_integration_tests::client::ProxyAt,
+    port: u16,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+    http::StatusCode,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let tls = proxy
+        .tunnel_to("api.test", port, &[b"h2"])
+        .await
+        .expect("tunnel");
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    let probe = http::Request::get(format!("https://api.test:{port}/socket"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let probed = send.send_request(probe).await.expect("probe answered");
+    (send, conn, probed.status())
 }
 
 fn hex(bytes: &[u8]) -> String {

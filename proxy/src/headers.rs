@@ -67,7 +67,7 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// `Upgrade` header), if it is one sluice carries: WebSocket only.
 ///
 /// After a `101` only WebSocket is carried: its frames are parsed and each message
-/// scanned by the relay (`crate::websocket`), which reads no other protocol. Any other
+/// scanned by the WebSocket relay, which reads no other protocol. Any other
 /// protocol (`h2c`, cleartext HTTP/2 that would carry HTTP past the scan; `TLS/1.0`; made-up
 /// ones) is no upgrade: the request goes on as a plain HTTP/1.1 request, its `Upgrade`
 /// headers removed as hop-by-hop.
