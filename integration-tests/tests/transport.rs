@@ -701,15 +701,19 @@ async fn an_http2_websocket_goes_upstream_with_a_key_sluice_made_and_checks() {
         .body(Full::new(Bytes::new()))
         .unwrap();
     send.send_request(probe).await.expect("probe answered");
-    let mut connect = Request::connect(format!("https://api.test:{port}/ws"))
-        .version(http::Version::HTTP_2)
-        .header("sec-websocket-version", "13")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    connect
-        .extensions_mut()
-        .insert(hyper::ext::Protocol::from_static("websocket"));
-    let response = send.send_request(connect).await.expect("answered");
+    // RFC 8441's WebSocket handshake: CONNECT with `:protocol websocket`.
+    let connect = |path: &str| {
+        let mut connect = Request::connect(format!("https://api.test:{port}{path}"))
+            .version(http::Version::HTTP_2)
+            .header("sec-websocket-version", "13")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        connect
+            .extensions_mut()
+            .insert(hyper::ext::Protocol::from_static("websocket"));
+        connect
+    };
+    let response = send.send_request(connect("/ws")).await.expect("answered");
     // This upstream answers 101 without the accept value of the key: not a WebSocket.
     assert_eq!(response.status(), 502);
     let records = upstream.records();
@@ -729,15 +733,10 @@ async fn an_http2_websocket_goes_upstream_with_a_key_sluice_made_and_checks() {
     assert_eq!(nonce.len(), 16, "{key}");
     // An upstream answering 200 instead of 101 would tell the HTTP/2 client its WebSocket
     // opened: sluice answers 502.
-    let mut connect = Request::connect(format!("https://api.test:{port}/not-a-socket"))
-        .version(http::Version::HTTP_2)
-        .header("sec-websocket-version", "13")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    connect
-        .extensions_mut()
-        .insert(hyper::ext::Protocol::from_static("websocket"));
-    let response = send.send_request(connect).await.expect("answered");
+    let response = send
+        .send_request(connect("/not-a-socket"))
+        .await
+        .expect("answered");
     assert_eq!(response.status(), 502);
     assert!(
         upstream
