@@ -335,6 +335,24 @@ fn a_restart_that_cannot_write_its_run_files_leaves_no_proxy_url() {
         !run_dir.join("proxy-url").exists(),
         "a proxy-url was left beside placeholders the run could not write"
     );
+    // A start that fails before the proxy runs (its audit log cannot be opened) leaves
+    // none either, not even the previous run's.
+    std::fs::remove_dir_all(run_dir.join("placeholders.env")).unwrap();
+    std::fs::write(
+        run_dir.join("proxy-url"),
+        "http://sluice:stale@127.0.0.1:1\n",
+    )
+    .unwrap();
+    let no_log = site.dir.path().join("no-such-dir").join("audit.jsonl");
+    let out = site
+        .command(&pki, &["--audit-log", no_log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        !run_dir.join("proxy-url").exists(),
+        "the previous run's proxy-url survived a failed start"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,9 @@ use super::{ServeArgs, load_policy};
 
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     super::init_tracing_as(args.proxy.log_format);
+    // Before anything can fail: a sandbox waiting for `proxy-url` must never find the one
+    // a previous run left (see `write_run_files`).
+    let _ = fs::remove_file(args.run_dir.join("proxy-url"));
     let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };

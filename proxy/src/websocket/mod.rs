@@ -212,15 +212,16 @@ impl Relay {
                         if let Err(close) = ended {
                             break Some(close);
                         }
-                        // The client is done sending: so is sluice, toward the upstream.
-                        to_upstream.lock().await.shutdown().await;
+                        // The client is done sending: so is sluice, toward the upstream
+                        // (within a bound: a TLS close waits on a peer that may not read).
+                        shut_down(&to_upstream).await;
                     }
                     ended = &mut received, if !received_done => {
                         received_done = true;
                         if let Err(close) = ended {
                             break Some(close);
                         }
-                        to_client.lock().await.shutdown().await;
+                        shut_down(&to_client).await;
                     }
                 }
                 if sent_done && received_done {
@@ -235,6 +236,11 @@ impl Relay {
             close_with(&to_upstream, &close).await;
         }
     }
+}
+
+/// Shuts one side's write half, giving up after [`CLOSE_TIMEOUT`].
+async fn shut_down<W: AsyncWrite + Unpin>(side: &Mutex<FrameWriter<W>>) {
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async { side.lock().await.shutdown().await }).await;
 }
 
 /// Sends `close` on one side and shuts its write half, giving up after [`CLOSE_TIMEOUT`].
