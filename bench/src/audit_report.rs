@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use sluice_proxy::audit::{self, AuditLog, Event, EventKind, Rotation, StartInfo};
+use sluice_audit::{self as audit, AuditLog, Event, EventKind, Rotation, StartInfo};
 
 use crate::error::BenchError;
 

@@ -81,7 +81,7 @@ pub struct ProxyConfig {
     /// Where the audit log goes (appended to when it exists).
     pub audit_log: PathBuf,
     /// When the audit log rotates into numbered segments (never, by default).
-    pub audit_rotation: crate::audit::Rotation,
+    pub audit_rotation: sluice_audit::Rotation,
     /// Extra roots for verifying upstreams (`--upstream-ca`).
     pub upstream_ca: Vec<PathBuf>,
     /// Host pins (`--resolve HOST=IP`).
@@ -123,7 +123,7 @@ impl ProxyConfig {
             watch_files: true,
             listen,
             audit_log,
-            audit_rotation: crate::audit::Rotation::default(),
+            audit_rotation: sluice_audit::Rotation::default(),
             upstream_ca: Vec::new(),
             resolve: Vec::new(),
             limits: Limits::default(),

@@ -18,7 +18,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sluice_guard::Guard;
 use sluice_policies::Reach;
 
-use crate::audit::EventKind;
 use crate::authority::Target;
 use crate::body::{self, Body};
 use crate::exchange::Exchange;
@@ -27,6 +26,7 @@ use crate::refusal::Refusal;
 use crate::rewrite::request::{PlanCache, check_authority};
 use crate::shared::{ConnSlot, Shared, serve_until, serve_until_stopped};
 use crate::tunnel::{Destination, Tunnel};
+use sluice_audit::EventKind;
 
 /// Handles one CONNECT request.
 pub(crate) async fn handle(

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use sluice_ca::RunCa;
 
-use crate::audit::{Event, EventKind};
 use crate::metrics::{Gauges, Metrics};
 use crate::reload::{Declared, ReloadError};
 use crate::shared::Shared;
+use sluice_audit::{Event, EventKind};
 
 /// The operator's handle on a running proxy.
 pub(crate) struct Control {

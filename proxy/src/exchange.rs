@@ -17,10 +17,10 @@ use http::request::Parts;
 use http::{Response, StatusCode};
 use sluice_guard::Tally;
 
-use crate::audit::{Event, EventKind};
 use crate::body::Body;
 use crate::refusal::Refusal;
 use crate::shared::Shared;
+use sluice_audit::{Event, EventKind};
 
 /// One exchange as the audit log sees it: the host, method and path it is about.
 #[derive(Clone)]

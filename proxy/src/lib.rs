@@ -32,7 +32,6 @@
 #![forbid(unsafe_code)]
 
 mod admin;
-pub mod audit;
 mod auth;
 mod authority;
 mod body;

@@ -12,10 +12,10 @@ use std::fmt;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
-use crate::audit::EventKind;
 use crate::body::{self, Body};
 use crate::codec::CodecError;
 use crate::upstream::{SendError, Timeouts, UpstreamError};
+use sluice_audit::EventKind;
 
 /// What kind of refusal it is: the `sluice-error` header's value, and what the audit log
 /// records it as.
@@ -313,7 +313,7 @@ impl Refusal {
             Fault::Client,
         );
         refusal.secret = Some(secret.to_owned());
-        refusal.location = Some(crate::audit::SIGNATURE_LOCATION.to_owned());
+        refusal.location = Some(sluice_audit::SIGNATURE_LOCATION.to_owned());
         refusal
     }
 
@@ -330,7 +330,7 @@ impl Refusal {
             Fault::Client,
         );
         refusal.secret = Some(secret.to_owned());
-        refusal.location = Some(crate::audit::SIGNATURE_LOCATION.to_owned());
+        refusal.location = Some(sluice_audit::SIGNATURE_LOCATION.to_owned());
         refusal
     }
 

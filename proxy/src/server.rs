@@ -20,12 +20,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-use crate::audit::{AuditLog, StartInfo};
 use crate::auth::Credentials;
 use crate::config::ProxyConfig;
 use crate::shared::{Shared, until_stopped};
 use crate::tls::Terminator;
 use crate::upstream::{Upstream, UpstreamConfig};
+use sluice_audit::{AuditLog, StartInfo};
 
 /// Why the proxy could not start. Names the failing part; never a secret value.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +38,7 @@ pub enum StartError {
     Ca(#[from] sluice_ca::CaError),
     /// The audit log could not be opened.
     #[error("audit log: {0}")]
-    Audit(#[from] crate::audit::AuditError),
+    Audit(#[from] sluice_audit::AuditError),
     /// The upstream leg could not be configured.
     #[error("{0}")]
     Upstream(#[from] crate::upstream::UpstreamSetupError),
@@ -163,7 +163,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     let redactor = {
         let live = live.clone();
         Arc::new(move |text: String| live.current().guard.redact_string(text))
-            as crate::audit::Redactor
+            as sluice_audit::Redactor
     };
     let audit = AuditLog::open_with(
         &config.audit_log,
@@ -419,7 +419,7 @@ impl Proxy {
     /// Records an event the proxy did not see itself: the launcher's `materialize`, and
     /// its `redact` of the command's output. The log's redactor runs over it as over every
     /// event.
-    pub fn record(&self, event: crate::audit::Event) -> Result<(), crate::audit::AuditError> {
+    pub fn record(&self, event: sluice_audit::Event) -> Result<(), sluice_audit::AuditError> {
         self.shared.audit.record(event)
     }
 
@@ -492,7 +492,7 @@ impl Proxy {
 
     /// Stops accepting, lets in-flight requests finish within the drain timeout, then
     /// writes the audit log's `stop` record and flushes it.
-    pub async fn shutdown(self) -> Result<(), crate::audit::AuditError> {
+    pub async fn shutdown(self) -> Result<(), sluice_audit::AuditError> {
         let _ = self.stop.send(true);
         let workers = match self.accepting {
             Accepting::Task(task) => {

@@ -16,7 +16,6 @@ use sluice_guard::Guard;
 use sluice_policies::{BudgetLedger, Policy};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use crate::audit::{AuditLog, Event};
 use crate::auth::Credentials;
 use crate::config::Limits;
 use crate::metrics::Counters;
@@ -24,6 +23,7 @@ use crate::reload::Live;
 use crate::signing::Signers;
 use crate::tls::Terminator;
 use crate::upstream::{AllowIps, Upstream};
+use sluice_audit::{AuditLog, Event};
 
 /// Held by every task serving a client connection or a tunnel that came out of it; the
 /// connection slot is free again when the last one is dropped.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use sluice_proxy::audit::{AuditLog, Event, EventKind, StartInfo};
+use sluice_audit::{AuditLog, Event, EventKind, StartInfo};
 
 /// A directory removed on drop.
 struct TempDir(PathBuf);

@@ -415,7 +415,7 @@ fn judge_upstream(record: &upstream::Record, summary: &mut Summary, violations: 
 }
 
 fn judge_audit(path: &Path, value: &str, summary: &mut Summary, violations: &mut Vec<String>) {
-    match sluice_proxy::audit::verify(path) {
+    match sluice_audit::verify(path) {
         Ok(verified) => {
             summary.audit_events = verified.lines;
             summary.audit_swaps = verified.counts.swap;

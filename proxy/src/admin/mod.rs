@@ -32,12 +32,12 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::audit::{Event, EventKind};
 use crate::auth::Credentials;
 use crate::body::{self, Body};
 use crate::control::Control;
 use crate::rewrite::stream::{Outcome, RewriteBody};
 use crate::shared::{serve_until_stopped, until_stopped};
+use sluice_audit::{Event, EventKind};
 
 /// Admin connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 16;

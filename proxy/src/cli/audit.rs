@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use sluice_proxy::audit;
+use sluice_audit as audit;
 
 /// `sluice audit verify LOG...`: one verdict line per run and per log; exit 0 when every
 /// chain holds, 1 naming the first broken line (or the missing segment) of each broken

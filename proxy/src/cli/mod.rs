@@ -187,7 +187,7 @@ pub(crate) struct ProxyArgs {
 pub(crate) struct RotationArgs {
     /// Rotate the audit log into a numbered segment (FILE.1, FILE.2, ...) once it holds
     /// this many bytes (at least 4096); each segment's first line chains to the last.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(sluice_proxy::audit::MIN_SEGMENT_BYTES..))]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(sluice_audit::MIN_SEGMENT_BYTES..))]
     pub(crate) audit_max_bytes: Option<u64>,
     /// Rotate the audit log once its file has been written for this long (e.g. 1h, 1d; at
     /// least 1s).
@@ -205,8 +205,8 @@ fn parse_rotation_age(text: &str) -> Result<Duration, String> {
 }
 
 impl RotationArgs {
-    pub(crate) fn rotation(&self) -> sluice_proxy::audit::Rotation {
-        sluice_proxy::audit::Rotation {
+    pub(crate) fn rotation(&self) -> sluice_audit::Rotation {
+        sluice_audit::Rotation {
             max_bytes: self.audit_max_bytes,
             max_age: self.audit_max_age,
         }

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use sluice_policies::Policy;
 use zeroize::Zeroizing;
 
-use sluice_proxy::audit;
+use sluice_audit as audit;
 use sluice_proxy::{Proxy, ProxyConfig, start};
 
 mod api;

@@ -25,7 +25,6 @@ use hyper::body::Incoming;
 use sluice_guard::{Guard, GuardError};
 use sluice_policies::{Policy, Reach};
 
-use crate::audit::{EventKind, SIGNATURE_LOCATION};
 use crate::authority::{self, Target};
 use crate::body::Body;
 use crate::budget;
@@ -39,6 +38,7 @@ use crate::shared::Shared;
 use crate::signing;
 use crate::tunnel::{Destination, Tunnel};
 use crate::upstream::PinDemand;
+use sluice_audit::{EventKind, SIGNATURE_LOCATION};
 
 use request_body::{BodyStep, Buffering, StoppedBody};
 

@@ -24,7 +24,6 @@ use tungstenite::handshake::derive_accept_key;
 
 use sluice_guard::{Guard, OnPlaceholder, SecretId};
 
-use crate::audit::EventKind;
 use crate::body::{self, Body};
 use crate::exchange::Exchange;
 use crate::refusal::{Code, Refusal};
@@ -34,6 +33,7 @@ use crate::shared::Shared;
 use crate::tunnel::Tunnel;
 use crate::upstream::PinDemand;
 use crate::websocket;
+use sluice_audit::EventKind;
 
 /// How the client asked for the WebSocket, which decides how sluice answers it.
 pub(super) enum Asked {

@@ -56,7 +56,7 @@ pub(crate) struct LaunchConfig {
     /// Where the audit log goes.
     pub audit_log: PathBuf,
     /// When it rotates (`--audit-max-bytes`, `--audit-max-age`).
-    pub audit_rotation: sluice_proxy::audit::Rotation,
+    pub audit_rotation: sluice_audit::Rotation,
     /// Extra upstream roots (`--upstream-ca`).
     pub upstream_ca: Vec<PathBuf>,
     /// Host pins (`--resolve`).
@@ -441,7 +441,7 @@ fn child_env(
 /// Audits a value handed to the command (`materialize`, the secret's name and where),
 /// before the command can see it: a value whose handing cannot be audited is not handed.
 fn materialized(proxy: &Proxy, secret: &str, location: &str) -> Result<(), LaunchError> {
-    let event = sluice_proxy::audit::Event::new(sluice_proxy::audit::EventKind::Materialize)
+    let event = sluice_audit::Event::new(sluice_audit::EventKind::Materialize)
         .secret(secret)
         .location(location);
     proxy

@@ -78,7 +78,7 @@ fn add(redacted: &mut Redacted, guard: &sluice_guard::Guard, tally: &Tally) {
 /// (`stdout`, `stderr`): one `redact` event per secret, with its count.
 pub(super) fn audit_redactions(proxy: &sluice_proxy::Proxy, stream: &str, redacted: &Redacted) {
     for (name, count) in redacted {
-        let event = sluice_proxy::audit::Event::new(sluice_proxy::audit::EventKind::Redact)
+        let event = sluice_audit::Event::new(sluice_audit::EventKind::Redact)
             .secret(name.as_str())
             .location(stream)
             .count(*count);

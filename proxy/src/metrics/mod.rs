@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::audit::{Event, EventKind};
+use sluice_audit::{Event, EventKind};
 
 pub(crate) use histogram::Histogram;
 pub(crate) use page::Gauges;

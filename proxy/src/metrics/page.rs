@@ -12,7 +12,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::{KINDS, Sum};
-use crate::audit::EventKind;
+use sluice_audit::EventKind;
 
 /// What a scrape reads from the parts that own it, at that moment.
 #[derive(Debug, Clone, Default)]

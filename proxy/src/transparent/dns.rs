@@ -18,8 +18,8 @@ use tokio::sync::watch;
 
 use super::denials::{Denials, WINDOW};
 use super::names::Names;
-use crate::audit::{Event, EventKind};
 use crate::shared::{Shared, until_stopped};
+use sluice_audit::{Event, EventKind};
 
 /// How long an answer may be cached: the addresses are the run's, stable for its length.
 const TTL: u32 = 300;

@@ -26,12 +26,12 @@ use sluice_policies::{Reach, normalize_host};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::audit::EventKind;
 use crate::authority::Target;
 use crate::exchange::Exchange;
 use crate::rewrite::request::check_authority;
 use crate::shared::{ConnSlot, Shared};
 use names::Names;
+use sluice_audit::EventKind;
 use sni::Hello;
 
 /// Accepts redirected connections until `shutdown`, as the proxy's listener accepts.

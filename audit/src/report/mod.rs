@@ -10,7 +10,7 @@
 //! # Example
 //!
 //! ```
-//! use sluice_proxy::audit::{AuditLog, Event, EventKind, StartInfo, report};
+//! use sluice_audit::{AuditLog, Event, EventKind, StartInfo, report};
 //! # let dir = std::env::temp_dir().join(format!("sluice-report-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");

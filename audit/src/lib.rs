@@ -1,11 +1,17 @@
-//! The audit log: one hash-chained JSON Lines file per run that records every swap,
-//! refusal and redaction, and the two readers behind `sluice audit verify` and
-//! `sluice audit summary`.
+//! sluice's audit log: one hash-chained JSON Lines file per run (or a chain of segments)
+//! that records every swap, refusal and redaction, and its readers: `sluice audit verify`,
+//! `sluice audit summary` and the reviewers' report.
 //!
-//! This module owns the log's schema, its single writer ([`AuditLog`]), the hash chain
-//! (`prev` = SHA-256 of the previous line's bytes) and its verification ([`verify`]),
-//! and the per-secret, per-host tally ([`summarize`]). The schema is documented for
+//! This crate owns the log's schema, its single writer ([`AuditLog`]) with segments and
+//! rotation ([`Rotation`]), the hash chain (`prev` = SHA-256 of the previous line's bytes)
+//! and its verification ([`verify`], [`verify_logs`]), the per-secret, per-host tally
+//! ([`summarize`]) and the one-page report ([`report`]). The schema is documented for
 //! reviewers in `docs/audit-log.md`.
+//!
+//! It opens no socket and runs no async runtime: the writer is one thread of its own, so
+//! the proxy, the launcher and the reviewers' commands all use it the same way. Errors:
+//! [`AuditError`] when the log cannot open or record; [`ChainError`] is the verdict on a log
+//! that does not verify (a value, kept in [`Log::broken`], as much as an error).
 //!
 //! # What it must never do
 //!
@@ -24,7 +30,7 @@
 //! # Example
 //!
 //! ```
-//! use sluice_proxy::audit::{AuditLog, Event, EventKind, StartInfo};
+//! use sluice_audit::{AuditLog, Event, EventKind, StartInfo};
 //! # let dir = std::env::temp_dir().join(format!("sluice-audit-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
@@ -39,12 +45,14 @@
 //!         .location("query"),
 //! )?;
 //! log.close()?;
-//! let verified = sluice_proxy::audit::verify(&path)?;
+//! let verified = sluice_audit::verify(&path)?;
 //! assert_eq!(verified.lines, 3);
 //! assert!(!std::fs::read_to_string(&path)?.contains("SLUICE_GITHUB_TOKEN_x"));
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::sync::Arc;

@@ -323,17 +323,17 @@ mod tests {
 
     /// A run of `events` swaps at `path`, rotating every few lines when `rotate`.
     fn write_log(path: &Path, events: usize, rotate: bool) {
-        use crate::audit::segments::tests::{SMALL_SEGMENTS, run};
+        use crate::segments::tests::{SMALL_SEGMENTS, run};
         let rotation = if rotate {
             SMALL_SEGMENTS
         } else {
-            crate::audit::Rotation::default()
+            crate::Rotation::default()
         };
         run(path, "run-a", events, rotation);
     }
 
     fn verdicts(paths: &[PathBuf]) -> Vec<(usize, Option<String>)> {
-        crate::audit::verify_logs(paths)
+        crate::verify_logs(paths)
             .unwrap()
             .into_iter()
             .map(|log| (log.runs.len(), log.broken.map(|b| b.to_string())))

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::*;
-use crate::audit::{AuditLog, Event, EventKind, Rotation, StartInfo, summarize};
+use crate::{AuditLog, Event, EventKind, Rotation, StartInfo, summarize};
 
 fn start(withheld: &[&str]) -> StartInfo {
     StartInfo {
@@ -248,7 +248,7 @@ fn no_value_reaches_the_page() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     // The proxy hands the log the guard's redaction; this one stands in for it.
-    let redactor: crate::audit::Redactor =
+    let redactor: crate::Redactor =
         Arc::new(|text: String| text.replace(VALUE, "SLUICE_GITHUB_TOKEN_x"));
     let log = AuditLog::open_with(
         &path,
@@ -328,7 +328,7 @@ fn a_rotated_log_is_one_log_on_the_page() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let rotation = Rotation {
-        max_bytes: Some(crate::audit::MIN_SEGMENT_BYTES),
+        max_bytes: Some(crate::MIN_SEGMENT_BYTES),
         max_age: None,
     };
     let log = AuditLog::open_with(&path, "run-r", start(&[]), None, rotation).unwrap();

@@ -1,5 +1,5 @@
 //! The report as one self-contained HTML page: inline CSS and SVG, no script, nothing
-//! fetched. The template (`proxy/templates/report.html`) escapes every text it is given;
+//! fetched. The template (`audit/templates/report.html`) escapes every text it is given;
 //! this module hands it only text made visible ([`shown`]: control characters as their
 //! Unicode pictures, so an ANSI escape in a host name reads as text) and SVG geometry made
 //! of numbers it computed itself. Nothing from the log reaches the page unescaped.

@@ -240,9 +240,7 @@ pub(crate) mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::audit::{
-        AuditLog, Break, ChainError, Event, EventKind, StartInfo, verify, verify_logs,
-    };
+    use crate::{AuditLog, Break, ChainError, Event, EventKind, StartInfo, verify, verify_logs};
 
     fn start() -> StartInfo {
         StartInfo {
@@ -282,7 +280,7 @@ pub(crate) mod tests {
         files
     }
 
-    fn broken(result: Result<crate::audit::Verified, ChainError>) -> (u64, Break) {
+    fn broken(result: Result<crate::Verified, ChainError>) -> (u64, Break) {
         match result {
             Err(ChainError::Broken { line, why, .. }) => (line, why),
             other => panic!("expected a break, got {other:?}"),
@@ -519,7 +517,7 @@ pub(crate) mod tests {
 mod tiny_age {
     use std::time::Duration;
 
-    use crate::audit::{AuditLog, Event, EventKind, Rotation, StartInfo, verify_logs};
+    use crate::{AuditLog, Event, EventKind, Rotation, StartInfo, verify_logs};
 
     #[test]
     fn an_age_of_zero_never_leaves_an_empty_segment_or_a_marked_start() {
