@@ -22,7 +22,7 @@ COPY . .
 # run directory, mode 0700 as sluice wants it.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p sluice-proxy \
+    cargo build --release --locked -p sluice \
  && install -D -m 0755 target/release/sluice /out/usr/local/bin/sluice \
  && install -D -m 0755 /bin/busybox /out/usr/local/bin/busybox \
  && install -d -m 0700 /run-sluice \

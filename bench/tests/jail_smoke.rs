@@ -11,7 +11,7 @@ fn the_jail_benchmark_measures_both_paths_and_both_start_ups() {
     let sluice = bench.with_file_name("sluice");
     assert!(
         sluice.exists(),
-        "{} is missing: run `cargo build -p sluice-proxy` or `cargo test --workspace`",
+        "{} is missing: run `cargo build -p sluice` or `cargo test --workspace`",
         sluice.display()
     );
     let out = Command::new(&bench)

@@ -49,7 +49,7 @@ pub fn sluice_bin() -> std::path::PathBuf {
     let bin = profile_dir.join("sluice");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build -p sluice-proxy` or `cargo test --workspace`",
+        "{} is missing: run `cargo build -p sluice` or `cargo test --workspace`",
         bin.display()
     );
     bin

@@ -4,61 +4,53 @@
 //!
 //! This is the only crate of the workspace that opens sockets. Its public API is what a
 //! program needs to run a proxy ([`start`], [`Proxy`], [`ProxyConfig`], [`Limits`],
-//! [`StartError`]), the audit log's reader and writer ([`audit`]), and the body codecs
-//! ([`codec`]); the `sluice` command, its launcher and its demo live in the binary.
+//! [`StartError`]) and the body codecs ([`codec`]); the audit log is the `sluice-audit`
+//! crate, and the `sluice` command, its launcher and its demo are the `sluice` crate.
 //!
-//! # The request path, top to bottom
+//! # The tree is the request's path
 //!
-//! One module per step, each depending only on the steps after it:
+//! Each folder depends only on the ones after it on the path, never on one before:
 //!
-//! 1. `listen`: accept within the connection limit, check the proxy credentials (`auth`),
-//!    route CONNECT and absolute-form `http://` requests.
-//! 2. `connect`: the egress decision for a tunnel; passthrough, or interception.
-//! 3. `tls`: terminate the client's TLS with a leaf from the run CA, SNI = CONNECT host.
-//! 4. `forward`: each request inside a tunnel (or in the clear): the `authority` check,
-//!    `headers` hygiene, a signing secret's signature verified (`signing`), the scan and
-//!    swap (`rewrite::request`), the body (`forward::request_body`, `rewrite::stream`), the
-//!    request signed again with the real key (`signing`), then the `upstream` (resolve,
-//!    address policy, dial, pool), and the response's redaction (`rewrite::response`).
+//! 1. `edge`: the listener (accept within the connection limit, the proxy credentials of
+//!    `auth`), a CONNECT's egress decision, passthrough or interception, and the jail's
+//!    captured connections (`edge::capture`), served the same way.
+//! 2. `tls`: the tunnel's target and the client's TLS terminated with a leaf for it alone.
+//! 3. `forward`: one request inside a tunnel (or in the clear), its steps in order: the
+//!    target check, header hygiene, a signing secret's signature (`signing`), the scan,
+//!    the body, the budget, the request signed again, the upstream, the response's
+//!    redaction; a WebSocket after its upgrade (`forward::websocket`).
+//! 4. `scan`: the request rewrite (swap where granted, refuse the rest), the response
+//!    redaction, streamed and possibly compressed (`body::codec`), gRPC framing.
+//! 5. `upstream`: resolve, address policy, dial, pins, pools.
 //!
-//! Beside the path: `shared` (the state every step shares, the connection slots, the
-//! shutdown signal, the one serve-and-drain loop), `tunnel` (a tunnel's own state),
-//! `refusal` (every refusal and the mapping of every step's error to one), `exchange` (the
-//! one path a refusal takes: audited, then answered), `audit` (the log), `codec` (body
-//! codings), `config` and `server` (assembling and stopping a proxy).
+//! Beside the path: `refusal` (every refusal's code, the mapping of every step's error to
+//! one, the response it becomes), `generation` (the generation in force and its reload, and
+//! `generation::door`, the one path every refusal and event takes to the audit log and
+//! the counters), `ops` (operator control, the admin endpoint, the file poller), `metrics`,
+//! `config` and `server` (assembling and stopping a proxy). docs/architecture.md walks
+//! one request through the tree.
 //!
 //! Each decision is made in one place: grants in `sluice-policies`, matching in
 //! `sluice-guard`, never re-implemented here. This crate never logs a secret value.
 #![forbid(unsafe_code)]
 
-mod admin;
 mod auth;
-mod authority;
 mod body;
-mod budget;
-pub mod codec;
 mod config;
-mod connect;
-mod control;
-mod exchange;
+mod edge;
 mod forward;
-mod headers;
-mod listen;
+mod generation;
 mod metrics;
+mod ops;
 mod refusal;
-mod reload;
-mod rewrite;
+mod scan;
 mod server;
-mod shared;
 mod signing;
 mod suites;
 mod tls;
-mod transparent;
-mod tunnel;
 mod upstream;
-mod watch;
-mod websocket;
 
+pub use body::codec;
 pub use config::{Limits, ProxyConfig, default_workers};
 
 /// The request scan's own steps, for the `outbound_rewrite` fuzz target (`proxy/fuzz/`),
@@ -66,15 +58,15 @@ pub use config::{Limits, ProxyConfig, default_workers};
 /// use it, and it changes with the request path.
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::authority::Target;
     pub use crate::body::{Body, BoxError};
-    pub use crate::budget::BodySwaps;
+    pub use crate::forward::budget::BodySwaps;
     pub use crate::forward::request_body::{BodyStep, Buffering, StoppedBody, scan as scan_body};
-    pub use crate::headers::{check_framing, remove_hop_by_hop};
     pub use crate::refusal::Refusal;
-    pub use crate::rewrite::request::{Outbound, Place, PlanCache};
-    pub use crate::rewrite::stream::outcome::StreamRefused;
+    pub use crate::scan::headers::{check_framing, remove_hop_by_hop};
+    pub use crate::scan::request::{Outbound, Place, PlanCache};
+    pub use crate::scan::stream::outcome::StreamRefused;
+    pub use crate::tls::target::Target;
 }
-pub use admin::USER as ADMIN_USER;
+pub use ops::admin::USER as ADMIN_USER;
 pub use server::{GuardInForce, Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;

@@ -12,18 +12,18 @@ use sluice_ca::{CaConfig, RunCa};
 use sluice_guard::Guard;
 use sluice_policies::{Placeholders, Policy, normalize_host};
 
-use crate::control::Control;
+use crate::generation::reload::Live;
+pub use crate::generation::reload::{GuardInForce, ReloadError};
 use crate::metrics::Metrics;
-use crate::reload::Live;
-pub use crate::reload::{GuardInForce, ReloadError};
+use crate::ops::control::Control;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::auth::Credentials;
 use crate::config::ProxyConfig;
-use crate::shared::{Shared, until_stopped};
-use crate::tls::Terminator;
+use crate::generation::shared::{Shared, until_stopped};
+use crate::tls::terminate::Terminator;
 use crate::upstream::{Upstream, UpstreamConfig};
 use sluice_audit::{AuditLog, StartInfo};
 
@@ -115,7 +115,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     // Each source is read once: the guard takes every value, the signers their parts.
     let live = Arc::new(Live::start(config.policy, config.policy_path.clone())?);
     let declared = live.current();
-    let permitted = crate::reload::ca_patterns(&declared.policy);
+    let permitted = crate::generation::reload::ca_patterns(&declared.policy);
     let ca = Arc::new(RunCa::mint(CaConfig::new(run_id.clone(), permitted))?);
     let listen_error = |source| StartError::Listen {
         addr: config.listen,
@@ -151,8 +151,9 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
             }
             let listener = TcpListener::bind(admin).await.map_err(error)?;
             let addr = listener.local_addr().map_err(error)?;
-            let credentials =
-                Arc::new(Credentials::mint_for(crate::admin::USER).map_err(StartError::Random)?);
+            let credentials = Arc::new(
+                Credentials::mint_for(crate::ops::admin::USER).map_err(StartError::Random)?,
+            );
             Some((listener, addr, credentials))
         }
         None => None,
@@ -189,7 +190,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     // (`Shared::current`).
     let upstream = Upstream::new(UpstreamConfig {
         pins,
-        allow_ips: crate::shared::allow_ips(&declared.policy, &live),
+        allow_ips: crate::generation::shared::allow_ips(&declared.policy, &live),
         own_listeners: std::iter::once(addr)
             .chain(transparent)
             .chain(admin.as_ref().map(|(_, addr, _)| *addr))
@@ -222,7 +223,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
     tracing::info!(%addr, run_id, "sluice listening; fail-closed: unknown hosts and blocked addresses are refused");
     let control = Arc::new(Control::new(shared.clone(), ca.clone(), metrics.clone()));
     let admin = admin.map(|(listener, addr, credentials)| {
-        tokio::spawn(crate::admin::serve(
+        tokio::spawn(crate::ops::admin::serve(
             listener,
             control.clone(),
             credentials.clone(),
@@ -232,13 +233,13 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         (addr, credentials)
     });
     if let (true, Some(declaration)) = (config.watch_files, config.policy_path) {
-        tokio::spawn(crate::watch::serve(
+        tokio::spawn(crate::ops::poll::serve(
             declaration,
             control.clone(),
             shutdown.clone(),
         ));
     }
-    let names = Arc::new(crate::transparent::names::Names::default());
+    let names = Arc::new(crate::edge::capture::names::Names::default());
     let resolver = match config.dns {
         Some(socket) => Some(start_resolver(socket, names.clone(), &shared, &shutdown)?),
         None => None,
@@ -248,14 +249,14 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         if let Some((listener, names)) = capture {
             listener.set_nonblocking(true).map_err(StartError::Worker)?;
             let listener = TcpListener::from_std(listener).map_err(StartError::Worker)?;
-            tokio::spawn(crate::transparent::serve(
+            tokio::spawn(crate::edge::capture::serve(
                 listener,
                 names,
                 shared.clone(),
                 shutdown.clone(),
             ));
         }
-        Accepting::Task(tokio::spawn(crate::listen::serve(
+        Accepting::Task(tokio::spawn(crate::edge::listen::serve(
             listener,
             shared.clone(),
             shutdown,
@@ -285,13 +286,13 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
 /// capture listener.
 fn start_resolver(
     socket: std::net::UdpSocket,
-    names: Arc<crate::transparent::names::Names>,
+    names: Arc<crate::edge::capture::names::Names>,
     shared: &Arc<Shared>,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
     socket.set_nonblocking(true).map_err(StartError::Worker)?;
     let socket = tokio::net::UdpSocket::from_std(socket).map_err(StartError::Worker)?;
-    Ok(tokio::spawn(crate::transparent::dns::serve(
+    Ok(tokio::spawn(crate::edge::capture::dns::serve(
         socket,
         names,
         shared.clone(),
@@ -314,7 +315,10 @@ const WORKER_SHUTDOWN: Duration = Duration::from_secs(1);
 fn start_workers(
     workers: Workers<'_>,
     listener: TcpListener,
-    capture: Option<(std::net::TcpListener, Arc<crate::transparent::names::Names>)>,
+    capture: Option<(
+        std::net::TcpListener,
+        Arc<crate::edge::capture::names::Names>,
+    )>,
     shared: &Shared,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Accepting, StartError> {
@@ -348,7 +352,7 @@ fn start_workers(
                     // a captured connection costs what a CONNECT does.
                     let captured =
                         capture.and_then(|(capture, names)| match TcpListener::from_std(capture) {
-                            Ok(capture) => Some(tokio::spawn(crate::transparent::serve(
+                            Ok(capture) => Some(tokio::spawn(crate::edge::capture::serve(
                                 capture,
                                 names,
                                 shared.clone(),
@@ -360,7 +364,9 @@ fn start_workers(
                             }
                         });
                     match TcpListener::from_std(listener) {
-                        Ok(listener) => crate::listen::serve(listener, shared, shutdown).await,
+                        Ok(listener) => {
+                            crate::edge::listen::serve(listener, shared, shutdown).await
+                        }
                         Err(error) => tracing::error!(%error, "worker cannot accept"),
                     }
                     if let Some(captured) = captured {

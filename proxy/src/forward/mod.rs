@@ -8,12 +8,15 @@
 //! one place, [`Exchange::refuse`].
 //!
 //! The request body's policy lives in `request_body`, the WebSocket upgrade in `upgrade`,
-//! the budget charge in `crate::budget` (the WebSocket relay charges it per message too),
+//! the budget charge in `crate::forward::budget` (the WebSocket relay charges it per message too),
 //! and the response's redaction in `rewrite::response`.
 
+pub(crate) mod budget;
 mod pin;
 pub(crate) mod request_body;
+pub(crate) mod tunnel;
 mod upgrade;
+pub(crate) mod websocket;
 
 use std::sync::Arc;
 
@@ -25,18 +28,17 @@ use hyper::body::Incoming;
 use sluice_guard::{Guard, GuardError};
 use sluice_policies::{Policy, Reach};
 
-use crate::authority::{self, Target};
 use crate::body::Body;
-use crate::budget;
-use crate::codec;
-use crate::exchange::Exchange;
-use crate::headers;
+use crate::body::codec;
+use crate::forward::tunnel::{Destination, Tunnel};
+use crate::generation::door::Exchange;
+use crate::generation::shared::Shared;
 use crate::refusal::Refusal;
-use crate::rewrite::request::{Outbound, Place, check_authority};
-use crate::rewrite::response;
-use crate::shared::Shared;
+use crate::scan::headers;
+use crate::scan::request::{Outbound, Place, check_authority};
+use crate::scan::response;
 use crate::signing;
-use crate::tunnel::{Destination, Tunnel};
+use crate::tls::target::{self, Target};
 use crate::upstream::PinDemand;
 use sluice_audit::{EventKind, SIGNATURE_LOCATION};
 
@@ -77,7 +79,7 @@ async fn intercepted_steps(
     // A CONNECT inside a tunnel would ask the upstream for a tunnel nothing inspects.
     no_nested_connect(&parts)?;
     // Grants were decided for the tunnel's host: a request naming another goes nowhere.
-    authority::check(&parts.uri, &parts.headers, &tunnel.target)?;
+    target::check(&parts.uri, &parts.headers, &tunnel.target)?;
     // Heads over the limit, and framing two parsers could read two ways, are refused.
     check_head(&parts, shared.limits.max_header_bytes)?;
     // A request signed with a signing secret's placeholders is checked as the client sent
@@ -202,7 +204,7 @@ async fn plain_steps(
     // (The listener has checked the audit log and the head's size for this request.)
     // A `Host` header, when sent, must name the target the egress decision was made for.
     if parts.headers.contains_key(HOST) {
-        authority::check(&Uri::from_static("/"), &parts.headers, target)?;
+        target::check(&Uri::from_static("/"), &parts.headers, target)?;
     }
     // Framing two parsers could read two ways is refused, never repaired.
     headers::check_framing(&parts.headers)?;

@@ -7,7 +7,7 @@
 use sluice_guard::SecretId;
 
 use super::budget::BodySwaps;
-use crate::shared::Shared;
+use crate::generation::shared::Shared;
 use crate::upstream::{PinDemand, PinSet};
 
 /// The pins the request's connection must meet: those of every pinned secret swapped in

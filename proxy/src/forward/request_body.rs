@@ -13,14 +13,14 @@ use http::request::Parts;
 use http_body_util::BodyExt;
 use sluice_guard::{Guard, OnPlaceholder, Tally};
 
+use crate::body::codec::{self, Decoder, Encoder};
 use crate::body::{self, Body, BoxError};
-use crate::budget::{self as budget_step, BodySwaps};
-use crate::codec::{self, Decoder, Encoder};
 use crate::config::Limits;
+use crate::forward::budget::{self as budget_step, BodySwaps};
 use crate::refusal::{Refusal, RefusalSlot};
-use crate::rewrite::grpc;
-use crate::rewrite::request::{Outbound, Place};
-use crate::rewrite::stream::{End, Leg, Outcome, RewriteBody, StreamRefused};
+use crate::scan::grpc;
+use crate::scan::request::{Outbound, Place};
+use crate::scan::stream::{End, Leg, Outcome, RewriteBody, StreamRefused};
 
 /// When a request body is buffered and rewritten whole rather than streamed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -266,8 +266,8 @@ mod tests {
     use sluice_policies::Policy;
 
     use super::*;
-    use crate::authority::Target;
     use crate::refusal::Code;
+    use crate::tls::target::Target;
 
     #[tokio::test]
     async fn a_streamed_body_cut_by_a_refusal_reports_it_as_it_is_cut() {

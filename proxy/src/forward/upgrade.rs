@@ -1,6 +1,6 @@
 //! An upgrade (WebSocket): the handshake is scanned and swapped like any request, sent on a
 //! fresh HTTP/1.1 connection, and on `101` the frames both ways go through the WebSocket
-//! relay (`crate::websocket`), which scans every message.
+//! relay (`crate::forward::websocket`), which scans every message.
 //!
 //! Over HTTP/2 the client asks with an extended CONNECT (RFC 8441, `:protocol websocket`,
 //! offered by `SETTINGS_ENABLE_CONNECT_PROTOCOL`). It is turned into the HTTP/1.1
@@ -25,14 +25,14 @@ use tungstenite::handshake::derive_accept_key;
 use sluice_guard::{Guard, OnPlaceholder, SecretId};
 
 use crate::body::{self, Body};
-use crate::exchange::Exchange;
+use crate::forward::tunnel::Tunnel;
+use crate::forward::websocket;
+use crate::generation::door::Exchange;
+use crate::generation::shared::Shared;
 use crate::refusal::{Code, Refusal};
-use crate::rewrite::request::{Outbound, Place};
-use crate::rewrite::response;
-use crate::shared::Shared;
-use crate::tunnel::Tunnel;
+use crate::scan::request::{Outbound, Place};
+use crate::scan::response;
 use crate::upstream::PinDemand;
-use crate::websocket;
 use sluice_audit::EventKind;
 
 /// How the client asked for the WebSocket, which decides how sluice answers it.

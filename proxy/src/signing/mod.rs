@@ -30,10 +30,10 @@ use sluice_sign::aws_sigv4::{
     Canonicalization, Claim, Credentials, Form, Head, Verified, sha256_hex, without_signing_params,
 };
 
-use crate::authority::Target;
 use crate::body::{self, Body};
 use crate::config::Limits;
 use crate::refusal::{Refusal, RefusalSlot};
+use crate::tls::target::Target;
 
 use chunked::{Rechunk, SharedFraming, Unchunk};
 use sluice_sign::aws_sigv4::chunked::{ChunkChain, Mode};
