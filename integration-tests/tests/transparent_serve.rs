@@ -49,7 +49,7 @@ fn a_client_that_knows_nothing_of_the_proxy_is_captured_by_the_documented_rules(
     std::fs::write(
         d.join("policy.yaml"),
         format!(
-            "version: 1\nsecrets:\n  api_token:\n    from: {{ file: {}/token }}\n    hosts: [api.test]\n    sinks: [egress]\negress:\n  allow: [other.test]\n  allow_ips: [\"10.89.0.1/32\"]\n",
+            "version: 1\nsecrets:\n  api_token:\n    from: {{ file: {}/token }}\n    hosts: [api.test]\n    sinks: [egress]\negress:\n  allow: [other.test]\n  passthrough: [blocked.test]\n  allow_ips: [\"10.89.0.1/32\"]\n",
             d.display()
         ),
     )
@@ -81,6 +81,35 @@ try:
     print("unnamed", "reached")
 except OSError:
     print("unnamed", "closed")
+# The same decisions on both edges: captured here, through the proxy's CONNECT below.
+def captured(name, context):
+    try:
+        context.wrap_socket(socket.create_connection(("10.89.0.1", 8443), timeout=5), server_hostname=name).close()
+        return "reached"
+    except OSError:
+        return "closed"
+untrusting = ssl.create_default_context()  # the system roots only: the run CA is not among them
+url = open(run + "/proxy-url").read().strip()
+credentials, address = url[len("http://"):].rsplit("@", 1)
+host, port = address.rsplit(":", 1)
+import base64
+def connected(name, context=None):
+    raw = socket.create_connection((host, int(port)), timeout=5)
+    raw.sendall(("CONNECT %s:8443 HTTP/1.1\r\nHost: %s:8443\r\nProxy-Authorization: Basic %s\r\n\r\n" % (name, name, base64.b64encode(credentials.encode()).decode())).encode())
+    status = raw.recv(65536).split(b"\r\n")[0].decode()
+    if context is not None and " 200 " in status:
+        try:
+            context.wrap_socket(raw, server_hostname=name).close()
+            return "reached"
+        except OSError:
+            return "closed"
+    return status
+print("captured-denied", captured("denied.test", context))
+print("connect-denied", connected("denied.test"))
+print("captured-blocked", captured("blocked.test", context))
+print("connect-blocked", connected("blocked.test"))
+print("captured-untrusted", captured("other.test", untrusting))
+print("connect-untrusted", connected("other.test", untrusting))
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
     udp.sendto(b"x", ("10.89.0.1", 9999))
@@ -109,10 +138,13 @@ nft -f capture.nft
 setpriv --regid={SLUICE_GROUP} --clear-groups -- "{sluice}" serve --policy policy.yaml \
   --listen 127.0.0.1:0 --transparent 127.0.0.1:15001 --run-dir run \
   --upstream-ca "{ca}" --resolve api.test=10.89.0.1 --resolve other.test=10.89.0.1 \
+  --resolve blocked.test=10.89.0.3 --admin 127.0.0.1:0 \
   >serve.out 2>serve.err &
 sluice=$!
 for _ in $(seq 100); do [ -e run/proxy-url ] && [ -e upstream.log.ready ] && break; sleep 0.05; done
 python3 client.py run
+sleep 0.5  # the last handshake refusals are recorded as their alerts arrive
+curl -sf "$(cat run/admin-url)/metrics" > metrics.txt
 kill -TERM $sluice; wait $sluice || true
 kill $upstream $outside; wait || true
 "#,
@@ -140,6 +172,12 @@ kill $upstream $outside; wait || true
         "other.test HTTP/1.1 403 Forbidden",
         "plain HTTP/1.0 400 Bad Request",
         "unnamed closed",
+        "captured-denied closed",
+        "connect-denied HTTP/1.1 403 Forbidden",
+        "captured-blocked closed",
+        "connect-blocked HTTP/1.1 403 Forbidden",
+        "captured-untrusted closed",
+        "connect-untrusted closed",
         "udp PermissionError",
     ] {
         assert!(
@@ -162,6 +200,55 @@ kill $upstream $outside; wait || true
     let audit = std::fs::read_to_string(d.join("run/audit.jsonl")).unwrap();
     assert!(audit.contains("\"event\":\"swap\""), "{audit}");
     assert!(audit.contains("placeholder-not-granted"), "{audit}");
-    assert!(audit.contains("no TLS server name"), "{audit}");
     assert!(!audit.contains(TOKEN), "{audit}");
+    // One decision, one event: the captured connection and the CONNECT wrote the same
+    // event, host, method and reason (the code alone), through the one door.
+    let events: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let denials = |host: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["host"] == host && e["event"] != "tunnel")
+            .map(|e| format!("{} {} {}", e["event"], e["method"], e["reason"]))
+            .collect()
+    };
+    for (host, reason) in [
+        ("denied.test:8443", "host-not-allowed"),
+        ("blocked.test:8443", "address-blocked"),
+    ] {
+        let expected = format!("\"deny\" \"CONNECT\" \"{reason}\"");
+        assert_eq!(denials(host), vec![expected.clone(), expected], "{audit}");
+    }
+    let handshakes: Vec<_> = denials("other.test:8443")
+        .into_iter()
+        .filter(|d| d.contains("tls-handshake-refused"))
+        .collect();
+    assert_eq!(
+        handshakes,
+        vec!["\"deny\" \"CONNECT\" \"tls-handshake-refused\"".to_owned(); 2],
+        "{audit}"
+    );
+    // The unnamed connection: a `deny` with its code, no free text.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "deny" && e["reason"] == "no-target"),
+        "{audit}"
+    );
+    // Counted alike: every refusal above is in the metric under its code.
+    let metrics = std::fs::read_to_string(d.join("metrics.txt")).unwrap();
+    for (code, count) in [
+        ("host-not-allowed", 2),
+        ("address-blocked", 2),
+        ("tls-handshake-refused", 2),
+        ("no-target", 1),
+    ] {
+        let line = format!("sluice_refusals_total{{reason=\"{code}\"}} {count}");
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in {metrics}"
+        );
+    }
 }

@@ -55,6 +55,11 @@ pub(super) fn for_refusal(
         "host-not-allowed" => format!(
             "add {host} to egress.allow, or to the hosts of the secret meant for it"
         ),
+        "dns-name-not-allowed" => format!(
+            "add {host} to egress.allow, or to the hosts of the secret meant for it, if the sandbox is meant to reach it; the jail's resolver answers only names the declaration makes reachable"
+        ),
+        "no-target" => "a captured connection had no name to decide on (an address the jail's resolver never handed out, with no TLS server name): the client must resolve names through the jail's resolver, or use the proxy variables".to_owned(),
+        "tls-handshake-refused" => "the client's TLS handshake was refused: its server name must name the host it opened the tunnel (or connection) for, and it must trust the run CA".to_owned(),
         "address-blocked" => "the host resolved to a private, loopback or metadata address: list the range in egress.allow_ips only if it is meant to be reached".to_owned(),
         "upgrade" => "the connection was upgraded (WebSocket): every message after the handshake is scanned as a body (swapped where body is granted, redacted back), and a refusal closes it with 1008".to_owned(),
         _ => "no fix is known for this reason: see docs/audit-log.md".to_owned(),
@@ -111,6 +116,11 @@ mod tests {
             fix.contains("api.test's certificate verified but holds none of secrets.gh.pin"),
             "{fix}"
         );
+        let fix = for_refusal("dns-name-not-allowed", None, Some("evil.example"), None);
+        assert!(fix.contains("add evil.example to egress.allow"), "{fix}");
+        for code in ["no-target", "tls-handshake-refused"] {
+            assert!(!for_refusal(code, None, None, None).contains("no fix is known"));
+        }
         let fix = for_refusal("host-not-allowed: x", None, Some("evil.example"), None);
         assert!(fix.contains("add evil.example to egress.allow"), "{fix}");
         assert!(for_refusal("something-new", None, None, None).contains("no fix is known"));

@@ -17,6 +17,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sluice_guard::Guard;
 use sluice_policies::Reach;
+use tokio::net::TcpStream;
 
 use crate::body::{self, Body};
 use crate::forward;
@@ -85,15 +86,10 @@ async fn passthrough(
     exchange: Exchange,
 ) -> Response<Body> {
     // Dialled before the `200`, so that a refused address is an answer, not a broken tunnel.
-    let mut upstream = match shared.upstream.dial(&target.host, target.port).await {
+    let mut upstream = match open_passthrough(&target, &shared, &exchange).await {
         Ok(stream) => stream,
-        Err(error) => return exchange.refuse(Refusal::from_dial(&error)),
+        Err(refusal) => return exchange.refuse(refusal),
     };
-    exchange.record(
-        exchange
-            .event(EventKind::Tunnel)
-            .reason("passthrough: not inspected, no swap, no redaction"),
-    );
     tokio::spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(request).await {
@@ -108,7 +104,8 @@ async fn passthrough(
 }
 
 /// A passthrough host reached without a CONNECT (a connection the jail captured): dialled
-/// through the address policy, then copied without inspection. A refused dial is a `deny`.
+/// through the address policy, then copied without inspection. A refused dial is the
+/// refusal a CONNECT gets, recorded: no response can carry it.
 pub(crate) async fn tunnel_passthrough(
     mut client: tokio::net::TcpStream,
     target: Target,
@@ -117,24 +114,32 @@ pub(crate) async fn tunnel_passthrough(
     exchange: Exchange,
 ) {
     let _slot = slot;
-    let mut upstream = match shared.upstream.dial(&target.host, target.port).await {
-        Ok(stream) => stream,
-        Err(error) => {
-            let refusal = Refusal::from_dial(&error);
-            exchange.record(
-                exchange
-                    .event(EventKind::Deny)
-                    .reason(refusal.code.as_str()),
-            );
-            return;
+    match open_passthrough(&target, &shared, &exchange).await {
+        Ok(mut upstream) => {
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
         }
-    };
+        Err(refusal) => exchange.record_refusal(&refusal),
+    }
+}
+
+/// The one dial of a passthrough host, for both edges: through the address policy, the
+/// tunnel recorded once it is open.
+async fn open_passthrough(
+    target: &Target,
+    shared: &Shared,
+    exchange: &Exchange,
+) -> Result<TcpStream, Refusal> {
+    let upstream = shared
+        .upstream
+        .dial(&target.host, target.port)
+        .await
+        .map_err(|error| Refusal::from_dial(&error))?;
     exchange.record(
         exchange
             .event(EventKind::Tunnel)
             .reason("passthrough: not inspected, no swap, no redaction"),
     );
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    Ok(upstream)
 }
 
 /// Terminates TLS and serves the tunnel's requests over HTTP/2 or HTTP/1.1, as ALPN chose.
@@ -157,12 +162,7 @@ pub(crate) async fn intercept<IO>(
             // Unreachable for a normalised host; refused and logged like a handshake refusal.
             let host = shared.guard.redact_str(&target.authority());
             tracing::info!(target = %host, error = %refusal.message, "no upstream name for the tunnel");
-            exchange.record(
-                exchange
-                    .event(EventKind::Deny)
-                    .host(host)
-                    .reason(refusal.code.as_str()),
-            );
+            exchange.record_refusal(&refusal);
             return;
         }
     };
@@ -175,11 +175,7 @@ pub(crate) async fn intercept<IO>(
             // through the guard before it is logged anywhere.
             let why = shared.guard.redact_str(&refused.to_string());
             tracing::info!(target = %target, error = %why, "client TLS handshake refused");
-            exchange.record(
-                exchange
-                    .event(EventKind::Deny)
-                    .reason(format!("tls-handshake-refused: {why}")),
-            );
+            exchange.record_refusal(&Refusal::tls_handshake_refused(why));
             return;
         }
     };

@@ -9,7 +9,7 @@
 //!
 //! The request body's policy lives in `request_body`, the WebSocket upgrade in `upgrade`,
 //! the budget charge in `crate::forward::budget` (the WebSocket relay charges it per message too),
-//! and the response's redaction in `rewrite::response`.
+//! and the response's redaction in `scan::response`.
 
 pub(crate) mod budget;
 mod pin;

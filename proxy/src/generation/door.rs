@@ -1,12 +1,17 @@
-//! What the audit log is told about one exchange, and the one path every refusal takes.
+//! The door: what the audit log is told about one exchange, and the one path every refusal
+//! and every denial takes, answered or not.
 //!
 //! An [`Exchange`] is made at the start of each step that can refuse (the listener, a
-//! CONNECT, a request inside a tunnel, a plain request), from what the client sent before
+//! CONNECT, a captured connection, a lookup in the jail's resolver, a request inside a
+//! tunnel, a plain request), from what the client sent before
 //! anything was rewritten, so the path logged is the one the client sent. Every refusal
 //! goes through [`Exchange::refuse`]: the audit event (its kind chosen by the refusal's
 //! [`Code`](crate::refusal::Code)), a log line saying who was at fault, then the response
-//! through the guard. Nothing else turns a refusal into a response, so no step can forget
-//! to audit one.
+//! through the guard; a refusal no response can carry (a handshake refused, a captured
+//! connection closed, a name answered NXDOMAIN) takes [`Exchange::record_refusal`], the
+//! same event, code and count without the response. Nothing else writes a `refuse` or
+//! `deny` event, so the same decision reads the same on every edge, and no step can forget
+//! to audit or count one.
 //!
 //! It never writes a value: events carry secret names, and the audit log's redactor passes
 //! every free-text field (host, path) through the guard.
@@ -27,7 +32,7 @@ use sluice_audit::{Event, EventKind};
 pub(crate) struct Exchange {
     shared: Arc<Shared>,
     host: Option<String>,
-    method: String,
+    method: Option<String>,
     path: Option<String>,
 }
 
@@ -38,7 +43,17 @@ impl Exchange {
         Self {
             shared: shared.clone(),
             host: None,
-            method: method.to_owned(),
+            method: Some(method.to_owned()),
+            path: None,
+        }
+    }
+
+    /// A lookup of `name` in the jail's resolver: no method, no path.
+    pub(crate) fn lookup(shared: &Arc<Shared>, name: impl Into<String>) -> Self {
+        Self {
+            shared: shared.clone(),
+            host: Some(name.into()),
+            method: None,
             path: None,
         }
     }
@@ -64,7 +79,10 @@ impl Exchange {
 
     /// An event of `kind` about this exchange.
     pub(crate) fn event(&self, kind: EventKind) -> Event {
-        let mut event = Event::new(kind).method(self.method.as_str());
+        let mut event = Event::new(kind);
+        if let Some(method) = &self.method {
+            event = event.method(method.as_str());
+        }
         if let Some(host) = &self.host {
             event = event.host(host.as_str());
         }
@@ -90,10 +108,22 @@ impl Exchange {
     /// Records a refusal that no response can carry (a streamed body cut after its head
     /// went): the audit event and the log line of [`Exchange::refuse`], nothing on the wire.
     pub(crate) fn record_refusal(&self, refusal: &Refusal) {
-        self.shared.counters.refusal(refusal.code.as_str());
+        self.record_refusals(refusal, None);
+    }
+
+    /// [`Exchange::record_refusal`] for `count` refusals of one decision gathered into one
+    /// event (the resolver's repeated refusals of one name): counted `count` times, and the
+    /// event carries `count`.
+    pub(crate) fn record_refusals(&self, refusal: &Refusal, count: Option<u64>) {
+        self.shared
+            .counters
+            .refusals(refusal.code.as_str(), count.unwrap_or(1));
         let mut event = self
             .event(refusal.code.event_kind())
             .reason(refusal.code.as_str());
+        if let Some(count) = count {
+            event = event.count(count);
+        }
         if let Some(secret) = &refusal.secret {
             event = event.secret(secret.as_str());
         }

@@ -81,9 +81,10 @@ impl Counters {
         }
     }
 
-    /// Counts a refusal by its code (the `sluice-error` header's value).
-    pub(crate) fn refusal(&self, code: &'static str) {
-        *lock(&self.refusals).entry(code).or_default() += 1;
+    /// Counts `n` refusals by their code (the `sluice-error` header's value); more than one
+    /// when one audit event gathers them (the resolver's repeated refusals of a name).
+    pub(crate) fn refusals(&self, code: &'static str, n: u64) {
+        *lock(&self.refusals).entry(code).or_default() += n;
     }
 
     /// Counts a client TLS handshake, completed or not.

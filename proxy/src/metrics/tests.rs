@@ -12,8 +12,8 @@ fn every_workers_counts_are_summed_into_one_page() {
     b.event(&Event::new(EventKind::Swap).secret("github_token"));
     b.event(&Event::new(EventKind::Refuse).secret("github_token"));
     a.event(&Event::new(EventKind::Deny));
-    a.refusal("placeholder-not-granted");
-    b.refusal("placeholder-not-granted");
+    a.refusals("placeholder-not-granted", 1);
+    b.refusals("placeholder-not-granted", 1);
     a.tls_handshake(true);
     b.tls_handshake(false);
     a.request_took(Duration::from_millis(3));

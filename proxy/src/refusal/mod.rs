@@ -4,7 +4,7 @@
 //! A refusal names what was refused and what would allow it, in one line a person or an
 //! agent can act on. It never carries a secret value: its fields are names, hosts,
 //! addresses and reasons written by sluice itself, and its message passes through the guard
-//! on its way to the wire. Recording it in the audit log is `exchange`'s one refusal path,
+//! on its way to the wire. Recording it in the audit log is the door's (`generation::door`),
 //! which every step's refusal takes.
 
 use std::fmt;
@@ -68,6 +68,15 @@ pub enum Code {
     SignatureInvalid,
     /// `403`: a signing secret is not granted the host, service or region a request names.
     SigningNotGranted,
+    /// A client's TLS handshake refused (its server name is not the tunnel's target, or the
+    /// handshake failed): the connection is closed, no response can carry it.
+    TlsHandshakeRefused,
+    /// A name the jail's resolver refused (NXDOMAIN): not reachable under the declaration.
+    DnsNameNotAllowed,
+    /// A captured connection with no name to decide on (no original destination, an address
+    /// sluice's resolver never handed out and no TLS server name, a server name that is not
+    /// a host name): closed.
+    NoTarget,
 }
 
 impl Code {
@@ -96,14 +105,22 @@ impl Code {
             Self::SluiceUnavailable => "sluice-unavailable",
             Self::SignatureInvalid => "signature-invalid",
             Self::SigningNotGranted => "signing-not-granted",
+            Self::TlsHandshakeRefused => "tls-handshake-refused",
+            Self::DnsNameNotAllowed => "dns-name-not-allowed",
+            Self::NoTarget => "no-target",
         }
     }
 
-    /// The audit event a refusal of this kind is: `deny` for the egress decision (a host or
-    /// an address), `auth_fail` for missing proxy credentials, `refuse` for the rest.
+    /// The audit event a refusal of this kind is: `deny` for the egress decision (a host, an
+    /// address, a name, a connection with no target, a handshake for another name),
+    /// `auth_fail` for missing proxy credentials, `refuse` for the rest.
     pub fn event_kind(self) -> EventKind {
         match self {
-            Self::HostNotAllowed | Self::AddressBlocked => EventKind::Deny,
+            Self::HostNotAllowed
+            | Self::AddressBlocked
+            | Self::TlsHandshakeRefused
+            | Self::DnsNameNotAllowed
+            | Self::NoTarget => EventKind::Deny,
             Self::ProxyAuthRequired => EventKind::AuthFail,
             _ => EventKind::Refuse,
         }
@@ -203,6 +220,37 @@ impl Refusal {
             StatusCode::FORBIDDEN,
             Code::AddressBlocked,
             format!("sluice refused to dial {host}: {why}"),
+            Fault::Client,
+        )
+    }
+
+    /// A client TLS handshake refused; `why` is sluice's wording (its caller passes any
+    /// server name it quotes through the guard). Never answered: the connection closes.
+    pub(crate) fn tls_handshake_refused(why: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            Code::TlsHandshakeRefused,
+            why.into(),
+            Fault::Client,
+        )
+    }
+
+    /// A name the jail's resolver answers NXDOMAIN: no grant and no `egress.allow` names it.
+    pub(crate) fn dns_name_not_allowed(name: &str) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            Code::DnsNameNotAllowed,
+            format!("sluice refused to resolve {name}: not reachable under the declaration"),
+            Fault::Client,
+        )
+    }
+
+    /// A captured connection with nothing to decide on; `why` says what was missing.
+    pub(crate) fn no_target(why: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            Code::NoTarget,
+            why.into(),
             Fault::Client,
         )
     }

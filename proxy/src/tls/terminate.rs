@@ -197,12 +197,11 @@ mod tests {
         for cert in rustls_pki_types::pem::PemObject::pem_slice_iter(pem.as_bytes()) {
             roots.add(cert.unwrap()).unwrap();
         }
-        let mut client =
-            rustls::ClientConfig::builder_with_provider(crate::suites::provider())
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth();
+        let mut client = rustls::ClientConfig::builder_with_provider(crate::suites::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         client.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         let connector = TlsConnector::from(Arc::new(client));

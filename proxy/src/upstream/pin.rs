@@ -332,8 +332,7 @@ mod tests {
     }
 
     fn verify(chain: &Chain, demand: PinDemand) -> Result<ServerCertVerified, rustls::Error> {
-        let base =
-            Arc::new(PinBase::new(chain.roots.clone(), &crate::suites::provider()).unwrap());
+        let base = Arc::new(PinBase::new(chain.roots.clone(), &crate::suites::provider()).unwrap());
         let verifier = PinVerifier { base, demand };
         verifier.verify_server_cert(
             &chain.leaf,
@@ -373,8 +372,7 @@ mod tests {
         let chain = chain();
         let [leaf, ..] = chain.pins;
         // The leaf's own pin, toward a name the certificate is not for.
-        let base =
-            Arc::new(PinBase::new(chain.roots.clone(), &crate::suites::provider()).unwrap());
+        let base = Arc::new(PinBase::new(chain.roots.clone(), &crate::suites::provider()).unwrap());
         let verifier = PinVerifier {
             base,
             demand: demand(&[("gh", &[leaf])]),

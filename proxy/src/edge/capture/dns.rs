@@ -18,8 +18,9 @@ use tokio::sync::watch;
 
 use super::denials::{Denials, WINDOW};
 use super::names::Names;
+use crate::generation::door::Exchange;
 use crate::generation::shared::{Shared, until_stopped};
-use sluice_audit::{Event, EventKind};
+use crate::refusal::Refusal;
 
 /// How long an answer may be cached: the addresses are the run's, stable for its length.
 const TTL: u32 = 300;
@@ -59,19 +60,18 @@ pub(crate) async fn serve(
 }
 
 /// `deny` events for the refusals held back, one per name with its count.
-fn record_held(shared: &Shared, held: Vec<(String, u64)>) {
+fn record_held(shared: &Arc<Shared>, held: Vec<(String, u64)>) {
     for (name, count) in held {
-        shared.record(deny(name, count));
+        record_denied(shared, name, count);
     }
 }
 
-/// The `deny` event of `count` refused queries for `name` (already redacted; the audit
-/// log's redactor sees it again before it is written).
-fn deny(name: String, count: u64) -> Event {
-    Event::new(EventKind::Deny)
-        .host(name)
-        .count(count)
-        .reason("dns-name-not-allowed")
+/// `count` refused queries for `name` (already redacted; the audit log's redactor sees it
+/// again before it is written), through the door: one `deny` event carrying `count`,
+/// counted `count` times.
+fn record_denied(shared: &Arc<Shared>, name: String, count: u64) {
+    let refusal = Refusal::dns_name_not_allowed(&name);
+    Exchange::lookup(shared, name).record_refusals(&refusal, Some(count));
 }
 
 async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr) {
@@ -81,7 +81,12 @@ async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr) {
 }
 
 /// The answer to one query message, or `None` for bytes that are not a query.
-fn answer(query: &[u8], names: &Names, shared: &Shared, denials: &mut Denials) -> Option<Vec<u8>> {
+fn answer(
+    query: &[u8],
+    names: &Names,
+    shared: &Arc<Shared>,
+    denials: &mut Denials,
+) -> Option<Vec<u8>> {
     let query = Message::from_vec(query).ok()?;
     if query.message_type() != MessageType::Query {
         return None;
@@ -106,7 +111,7 @@ fn answer(query: &[u8], names: &Names, shared: &Shared, denials: &mut Denials) -
         // with a value spelled into it (DNS exfiltration) kept in memory meanwhile.
         let name = shared.guard.redact_string(name);
         if let Some(count) = denials.refused(&name, Instant::now()) {
-            shared.record(deny(name, count));
+            record_denied(shared, name, count);
         }
         reply.set_response_code(ResponseCode::NXDomain);
         return reply.to_vec().ok();

@@ -28,10 +28,10 @@ use tokio::sync::watch;
 
 use crate::generation::door::Exchange;
 use crate::generation::shared::{ConnSlot, Shared};
+use crate::refusal::Refusal;
 use crate::scan::request::check_authority;
 use crate::tls::target::Target;
 use names::Names;
-use sluice_audit::EventKind;
 use sni::Hello;
 
 /// Accepts redirected connections until `shutdown`, as the proxy's listener accepts.
@@ -58,51 +58,47 @@ pub(crate) async fn serve(
 async fn serve_captured(stream: TcpStream, names: &Names, shared: Arc<Shared>, slot: ConnSlot) {
     let _ = stream.set_nodelay(true);
     let Some(destination) = original_destination(&stream) else {
-        let exchange = Exchange::new(&shared, "CONNECT");
-        exchange.record(
-            exchange
-                .event(EventKind::Deny)
-                .reason("transparent: no original destination"),
-        );
+        Exchange::new(&shared, "CONNECT").record_refusal(&Refusal::no_target(
+            "transparent: the connection has no original destination",
+        ));
         return;
     };
     let mapped = names.name_of(destination.ip());
     let hello = sni::client_hello(&stream, shared.limits.tls_handshake_timeout).await;
-    let host =
-        match (mapped, hello) {
-            // In the clear: each request's target is the mapped name, or its `Host`.
-            (mapped, Hello::NotTls) => {
-                plain::serve(stream, mapped, destination.port(), shared, slot).await;
-                return;
-            }
-            // The handshake's own checks (the SNI must name it) decide the rest.
-            (Some(host), _) => host,
-            (None, Hello::Named(sni)) => match server_name(&sni, destination, &shared) {
-                Some(host) => host,
-                None => return,
-            },
-            (None, Hello::Unnamed | Hello::Silent | Hello::Partial) => {
-                // A literal IP with no TLS server name: nothing to decide on.
-                let exchange = Exchange::new(&shared, "CONNECT").host(destination.to_string());
-                exchange.record(exchange.event(EventKind::Deny).reason(
+    let host = match (mapped, hello) {
+        // In the clear: each request's target is the mapped name, or its `Host`.
+        (mapped, Hello::NotTls) => {
+            plain::serve(stream, mapped, destination.port(), shared, slot).await;
+            return;
+        }
+        // The handshake's own checks (the SNI must name it) decide the rest.
+        (Some(host), _) => host,
+        (None, Hello::Named(sni)) => match server_name(&sni, destination, &shared) {
+            Some(host) => host,
+            None => return,
+        },
+        (None, Hello::Unnamed | Hello::Silent | Hello::Partial) => {
+            // A literal IP with no TLS server name: nothing to decide on.
+            Exchange::new(&shared, "CONNECT")
+                .host(destination.to_string())
+                .record_refusal(&Refusal::no_target(
                     "transparent: address not resolved through sluice and no TLS server name",
                 ));
-                return;
-            }
-        };
+            return;
+        }
+    };
     let target = Target {
         host,
         port: destination.port(),
     };
     let exchange = Exchange::new(&shared, "CONNECT").host(target.authority());
     match shared.policy.reach(&target.host, target.port) {
-        Reach::Denied(denied) => {
-            exchange.record(
-                exchange
-                    .event(EventKind::Deny)
-                    .reason(format!("host-not-allowed: {denied}")),
-            );
-        }
+        // The same refusal a CONNECT gets; no response can carry it here.
+        Reach::Denied(denied) => exchange.record_refusal(&Refusal::host_not_allowed(
+            &target.host,
+            target.port,
+            &denied.to_string(),
+        )),
         Reach::Passthrough => {
             crate::edge::connect::tunnel_passthrough(stream, target, shared, slot, exchange).await;
         }
@@ -126,12 +122,11 @@ fn server_name(sni: &str, destination: SocketAddr, shared: &Arc<Shared>) -> Opti
     match normalize_host(sni) {
         Ok(host) => Some(host),
         Err(_) => {
-            let exchange = Exchange::new(shared, "CONNECT").host(authority);
-            exchange.record(
-                exchange
-                    .event(EventKind::Deny)
-                    .reason("transparent: the TLS server name is not a host name"),
-            );
+            Exchange::new(shared, "CONNECT")
+                .host(authority)
+                .record_refusal(&Refusal::no_target(
+                    "transparent: the TLS server name is not a host name",
+                ));
             None
         }
     }
