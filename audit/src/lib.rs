@@ -63,6 +63,7 @@ use sha2::{Digest, Sha256};
 
 mod error;
 mod files;
+#[cfg(feature = "report")]
 pub mod report;
 mod segments;
 mod summary;
