@@ -21,8 +21,9 @@
 //!   where no pattern can occur; [`Guard::find_iter`] reports [`Hit`]s.
 //! - [`Plan`]: per-secret [`OnPlaceholder`] / [`OnValue`] actions, and the [`SwapForm`] that a
 //!   swapped value is written in.
-//! - [`Guard::rewrite`], [`Guard::rewrite_header_value`] (looks inside `Basic` credentials),
-//!   [`Guard::redact`] (and `_into` twins that append to a caller's buffer): one-shot;
+//! - [`Guard::rewrite`], [`Guard::redact`] (and `_into` twins that append to a caller's
+//!   buffer): one-shot, with [`Rewritten::absorb`] and [`Rewritten::splice`] for a caller
+//!   that decodes a part itself (the proxy, inside HTTP `Basic` credentials);
 //!   [`Rewriter`]: streaming, exact whatever the chunking.
 //! - [`Tally`]: what was swapped, redacted and kept, per secret, for the audit log.
 //! - [`GuardError`]: every failure; [`RefusedMatch`] names what a plan refused.
@@ -45,7 +46,7 @@
 //! let mut granted = Plan::refuse_all(&guard);
 //! granted.set(token, OnPlaceholder::Swap, OnValue::Keep);
 //! let header = format!("Bearer {placeholder}");
-//! let out = guard.rewrite_header_value(header.as_bytes(), &granted)?;
+//! let out = guard.rewrite(header.as_bytes(), &granted)?;
 //! assert_eq!(out.bytes(), b"Bearer ghp_real_value_0123456789");
 //!
 //! // Anywhere else: refused, naming the secret.

@@ -1,4 +1,4 @@
-//! Applying a plan: one-shot rewrites, `Basic` credentials, and the exact streaming rewriter.
+//! Applying a plan: one-shot rewrites and the exact streaming rewriter.
 //!
 //! This module owns turning matches into output: keep, swap (placeholder → value), redact
 //! (value → placeholder) or refuse, and counting what it did. It must never decide a grant (the
@@ -12,9 +12,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use base64::Engine as _;
-use base64::engine::DecodePaddingMode;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::{Form, Guard, GuardError, OnPlaceholder, OnValue, Plan, RefusedMatch, SecretId};
@@ -157,6 +154,28 @@ impl Rewritten {
         let t = self.tally.total();
         t.swapped + t.redacted > 0
     }
+
+    /// Adds what a rewrite of a part of these bytes did (a part the caller decoded, such as
+    /// HTTP `Basic` credentials, and rewrote on its own) to this tally. The bytes are then
+    /// cleared on drop whenever either rewrite may have left a value.
+    pub fn absorb(&mut self, inner: &Tally) {
+        self.tally.merge(inner);
+    }
+
+    /// These bytes with `range` replaced by `replacement` (the caller's encoding of an inner
+    /// rewrite, [`Rewritten::absorb`]ed first), the tally kept, and cleared on drop by it.
+    ///
+    /// # Panics
+    /// When `range` is not within the bytes, as slicing would.
+    pub fn splice(self, range: std::ops::Range<usize>, replacement: &[u8]) -> Rewritten {
+        let mut bytes = Zeroizing::new(Vec::with_capacity(
+            self.bytes.len() - range.len() + replacement.len(),
+        ));
+        bytes.extend_from_slice(&self.bytes[..range.start]);
+        bytes.extend_from_slice(replacement);
+        bytes.extend_from_slice(&self.bytes[range.end..]);
+        Rewritten::new(bytes, self.tally.clone())
+    }
 }
 
 impl fmt::Debug for Rewritten {
@@ -264,74 +283,6 @@ impl Guard {
             None => text,
         }
     }
-
-    /// Whether [`Guard::rewrite_header_value`] could find anything in `value`: a match as it
-    /// stands, or `Basic` credentials to look inside. Cheap; lets a caller skip the rewrite
-    /// (and its allocation) for the headers that can hold nothing.
-    pub fn header_value_may_match(&self, value: &[u8]) -> bool {
-        self.is_match(value) || basic_token(value).is_some()
-    }
-
-    /// Rewrites one header value under `plan`, looking inside `Basic` credentials too: the
-    /// value is rewritten as it stands, then, when it reads `Basic <base64>`, the decoded
-    /// credentials are rewritten and encoded again (git and pip put tokens there).
-    ///
-    /// # Errors
-    /// [`GuardError::Refused`] at the first match the plan refuses, outside or inside the
-    /// credentials.
-    pub fn rewrite_header_value(&self, value: &[u8], plan: &Plan) -> Result<Rewritten, GuardError> {
-        let mut outer = self.rewrite(value, plan)?;
-        let Some((start, end)) = basic_token(outer.bytes()) else {
-            return Ok(outer);
-        };
-        let Some(decoded) = decode_base64(&outer.bytes()[start..end]) else {
-            return Ok(outer);
-        };
-        let inner = self.rewrite(&decoded, plan)?;
-        outer.tally.merge(&inner.tally);
-        if !inner.is_changed() {
-            return Ok(outer);
-        }
-        let encoded_len = inner.bytes.len().div_ceil(3) * 4;
-        let mut bytes = Zeroizing::new(vec![0u8; start + encoded_len]);
-        bytes[..start].copy_from_slice(&outer.bytes[..start]);
-        let written = STANDARD
-            .encode_slice(inner.bytes(), &mut bytes[start..])
-            .unwrap_or(0);
-        bytes.truncate(start + written);
-        bytes.extend_from_slice(&outer.bytes[end..]);
-        // `outer` may hold a swapped value too: its own drop zeroizes it, by its tally.
-        Ok(Rewritten::new(bytes, outer.tally.clone()))
-    }
-}
-
-/// The span of the base64 token in `Basic <token>` (scheme case-insensitive, optional
-/// surrounding whitespace), if `value` has that shape.
-fn basic_token(value: &[u8]) -> Option<(usize, usize)> {
-    let is_ws = |b: &u8| *b == b' ' || *b == b'\t';
-    let lead = value.iter().take_while(|b| is_ws(b)).count();
-    let rest = &value[lead..];
-    if rest.len() < 6 || !rest[..5].eq_ignore_ascii_case(b"basic") || !is_ws(&rest[5]) {
-        return None;
-    }
-    let gap = rest[5..].iter().take_while(|b| is_ws(b)).count();
-    let start = lead + 5 + gap;
-    let trail = value[start..].iter().rev().take_while(|b| is_ws(b)).count();
-    let end = value.len() - trail;
-    let token = &value[start..end];
-    let base64_char = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
-    (!token.is_empty() && token.iter().all(base64_char)).then_some((start, end))
-}
-
-fn decode_base64(token: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
-    const LENIENT: GeneralPurpose = GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-    );
-    let mut out = Zeroizing::new(vec![0u8; token.len() / 4 * 3 + 3]);
-    let n = LENIENT.decode_slice(token, &mut out[..]).ok()?;
-    out.truncate(n);
-    Some(out)
 }
 
 /// Where a [`step`] stops deciding matches.

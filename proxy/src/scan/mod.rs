@@ -3,6 +3,7 @@
 //!
 //! Matching is the guard's, grants are the declaration's; this module only applies them.
 
+pub(crate) mod basic;
 pub(crate) mod grpc;
 pub(crate) mod headers;
 pub(crate) mod request;

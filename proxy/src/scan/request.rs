@@ -23,6 +23,7 @@ use sluice_guard::{
 use sluice_policies::{Location, Policy, RequestLine, Sink, Ungranted};
 
 use crate::refusal::{Code, Refusal};
+use crate::scan::basic;
 use crate::tls::target::Target;
 
 /// Where in a request a match was found, as the audit log names it.
@@ -354,15 +355,14 @@ impl<'a> Outbound<'a> {
             self.check_only(name.as_str().as_bytes(), &Place::HeaderName, &mut done)?;
             self.check_name_case_folded(name)?;
             for (index, value) in parts.headers.get_all(name).iter().enumerate() {
-                // `Basic` credentials hide a placeholder in base64: the guard knows to look.
-                if !self.guard.header_value_may_match(value.as_bytes()) {
+                // `Basic` credentials hide a placeholder in base64: `basic` looks inside.
+                if !basic::may_match(self.guard, value.as_bytes()) {
                     continue;
                 }
                 let place = Place::Header(name.clone());
-                let rewritten = self
-                    .guard
-                    .rewrite_header_value(value.as_bytes(), &self.plan(&place))
-                    .map_err(|e| self.refusal(e, &place))?;
+                let rewritten =
+                    basic::rewrite_header_value(self.guard, value.as_bytes(), &self.plan(&place))
+                        .map_err(|e| self.refusal(e, &place))?;
                 if rewritten.is_changed() {
                     let new = HeaderValue::from_bytes(rewritten.bytes()).map_err(|_| {
                         Refusal::bad_request(format!(

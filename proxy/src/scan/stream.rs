@@ -362,13 +362,12 @@ impl RewriteBody {
                 continue;
             };
             let plan = self.trailer_plan.as_ref().unwrap_or(&self.plan);
-            let rewritten = self
-                .guard
-                .rewrite_header_value(value.as_bytes(), plan)
-                .map_err(|e| {
-                    let name = clean.then(|| name.as_str().to_owned());
-                    Failure::from_guard(e, StreamPlace::Trailer { name })
-                })?;
+            let rewritten =
+                crate::scan::basic::rewrite_header_value(&self.guard, value.as_bytes(), plan)
+                    .map_err(|e| {
+                        let name = clean.then(|| name.as_str().to_owned());
+                        Failure::from_guard(e, StreamPlace::Trailer { name })
+                    })?;
             self.trailer_tally.merge(rewritten.tally());
             if !rewritten.is_changed() {
                 out.append(name.clone(), value);
