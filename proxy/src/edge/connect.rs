@@ -25,8 +25,8 @@ use crate::forward::tunnel::{Destination, Tunnel};
 use crate::generation::door::Exchange;
 use crate::generation::shared::{ConnSlot, Shared, serve_until, serve_until_stopped};
 use crate::refusal::Refusal;
-use crate::scan::request::{PlanCache, check_authority};
-use crate::tls::target::Target;
+use crate::scan::request::PlanCache;
+use crate::tls::target::{Target, check_authority};
 use sluice_audit::EventKind;
 
 /// Handles one CONNECT request.

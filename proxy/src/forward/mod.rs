@@ -35,10 +35,10 @@ use crate::generation::door::Exchange;
 use crate::generation::shared::Shared;
 use crate::refusal::Refusal;
 use crate::scan::headers;
-use crate::scan::request::{Outbound, Place, check_authority};
+use crate::scan::request::{Outbound, Place};
 use crate::scan::response;
 use crate::signing;
-use crate::tls::target::{self, Target};
+use crate::tls::target::{self, Target, check_authority};
 use crate::upstream::PinDemand;
 use sluice_audit::{EventKind, SIGNATURE_LOCATION};
 

@@ -1,4 +1,5 @@
-//! The tunnel's target, and the check that every request inside a tunnel names it.
+//! The tunnel's target, the check that every request inside a tunnel names it, and the
+//! check that a target authority holds no secret ([`check_authority`]).
 //!
 //! Grants are decided on the CONNECT host. A request whose `Host`, `:authority` or
 //! absolute-form target names another host would otherwise carry a placeholder swapped
@@ -6,9 +7,10 @@
 //! `421 Misdirected Request` and nothing is dialled.
 
 use http::{HeaderMap, Uri, header::HOST, uri::Authority};
+use sluice_guard::{Encoding, Form, Guard};
 use sluice_policies::normalize_host;
 
-use crate::refusal::Refusal;
+use crate::refusal::{Code, Refusal};
 
 /// A normalised `host:port`: the CONNECT target of a tunnel, or an absolute-form target.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,6 +145,44 @@ fn same_target(authority: &Authority, tunnel: &Target) -> Result<(), Refusal> {
             &tunnel.authority(),
         ))
     }
+}
+
+/// Refuses a target authority (a CONNECT target, an absolute-form URI's host) that holds
+/// a placeholder or a known value: secrets never go in host names, where a lookup alone
+/// would carry them to a resolver. Checked on the authority exactly as the client sent it,
+/// before normalisation lowercases it.
+pub(crate) fn check_authority(guard: &Guard, raw: &str) -> Result<(), Refusal> {
+    let raw = raw.as_bytes();
+    // Host names are compared without regard to case, and so are values in them: a lookup
+    // of a case-folded value carries it to a resolver just the same.
+    let found = guard
+        .find_iter(raw)
+        .next()
+        .map(|hit| (hit.secret, hit.form))
+        .or_else(|| {
+            let value = guard.values_in_name(raw).first().copied();
+            value.map(|secret| (secret, Form::Value(Encoding::Raw)))
+        })
+        .or_else(|| {
+            let placeholder = guard.placeholders_in_name(raw).first().copied();
+            placeholder.map(|secret| (secret, Form::Placeholder))
+        });
+    let Some((secret, form)) = found else {
+        return Ok(());
+    };
+    let secret = guard.name(secret);
+    let (code, what) = match form {
+        Form::Placeholder => (Code::PlaceholderNotGranted, "a placeholder"),
+        Form::Value(_) => (Code::SecretValueRefused, "the real value"),
+    };
+    Err(Refusal::secret_refused(
+        code,
+        format!(
+            "sluice refused the request: the target host holds {what} of secret {secret}; secrets are never sent in host names"
+        ),
+        secret,
+        "host".to_owned(),
+    ))
 }
 
 #[cfg(test)]

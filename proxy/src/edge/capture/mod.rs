@@ -29,8 +29,7 @@ use tokio::sync::watch;
 use crate::generation::door::Exchange;
 use crate::generation::shared::{ConnSlot, Shared};
 use crate::refusal::Refusal;
-use crate::scan::request::check_authority;
-use crate::tls::target::Target;
+use crate::tls::target::{Target, check_authority};
 use names::Names;
 use sni::Hello;
 
