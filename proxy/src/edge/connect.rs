@@ -12,7 +12,7 @@ use std::sync::Arc;
 use http::uri::Scheme;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sluice_guard::Guard;
@@ -208,10 +208,7 @@ pub(crate) async fn intercept<IO>(
         // tunnel, under the declaration in force, rather than multiplex for ever on this one.
         serve_until(conn, shutdown, shared.replaced(), "intercepted").await;
     } else {
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(shared.limits.header_read_timeout)
-            .max_buf_size(shared.limits.max_header_bytes)
+        let conn = crate::edge::listen::http1_server(&shared.limits)
             .serve_connection(io, service)
             .with_upgrades();
         serve_until_stopped(conn, shutdown, "intercepted").await;

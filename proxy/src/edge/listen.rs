@@ -137,11 +137,7 @@ async fn route(request: Request<Incoming>, shared: Arc<Shared>, slot: ConnSlot) 
 /// captured connection in the clear alike.
 pub(crate) fn admit(request: &Request<Incoming>, shared: &Shared) -> Result<(), Refusal> {
     // Fail closed: without a working audit log, nothing is proxied.
-    if !shared.audit.is_healthy() {
-        return Err(Refusal::unavailable(
-            "sluice's audit log failed; refusing to proxy",
-        ));
-    }
+    shared.audit_is_healthy()?;
     // Heads over the limit are refused whole, whatever the parser let through.
     crate::scan::headers::check_head_size(
         request.uri(),

@@ -72,7 +72,7 @@ async fn intercepted_steps(
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
     // Fail closed: without a working audit log, nothing is proxied.
-    audit_is_healthy(shared)?;
+    shared.audit_is_healthy()?;
     // RFC 8441: HTTP/2's WebSocket handshake (CONNECT with `:protocol websocket`) takes the
     // HTTP/1.1 one's shape first, so that every check below weighs both alike.
     let h2_websocket = upgrade::from_extended_connect(&mut parts)?;
@@ -263,16 +263,6 @@ fn plain_target(parts: &Parts, guard: &Guard, policy: &Policy) -> Result<Target,
         ));
     }
     Ok(target)
-}
-
-fn audit_is_healthy(shared: &Shared) -> Result<(), Refusal> {
-    if shared.audit.is_healthy() {
-        Ok(())
-    } else {
-        Err(Refusal::unavailable(
-            "sluice's audit log failed; refusing to proxy",
-        ))
-    }
 }
 
 fn no_nested_connect(parts: &Parts) -> Result<(), Refusal> {

@@ -32,7 +32,7 @@ use crate::generation::shared::Shared;
 use crate::refusal::{Code, Refusal};
 use crate::scan::request::{Outbound, Place};
 use crate::scan::response;
-use crate::upstream::PinDemand;
+use crate::upstream::{PinDemand, SendError};
 use sluice_audit::EventKind;
 
 /// How the client asked for the WebSocket, which decides how sluice answers it.
@@ -126,29 +126,26 @@ pub(super) async fn exchange(
         .parse()
         .map_err(|_| Refusal::bad_request("the request target is not a valid URI"))?;
     parts.version = Version::HTTP_11;
-    let mut send = shared
-        .upstream
-        .connect_http1(&tunnel.target.host, tunnel.target.port, pins)
-        .await
-        .map_err(|e| Refusal::from_dial(&e))?;
-    let request = Request::from_parts(parts, body);
     let target = &tunnel.target;
-    let timeout = shared.upstream.timeouts().response;
-    let mut response = match tokio::time::timeout(timeout, send.send_request(request)).await {
-        Err(_) => {
-            return Err(Refusal::gateway_timeout(format!(
-                "{target} did not answer the upgrade within {}s",
-                timeout.as_secs()
-            )));
+    let timeouts = shared.upstream.timeouts();
+    // The dial, the wait and the exchange fail as any request's would: one mapping
+    // (`Refusal::from_send`) for both.
+    let sent = async {
+        let mut send = shared
+            .upstream
+            .connect_http1(&target.host, target.port, pins)
+            .await
+            .map_err(SendError::Dial)?;
+        let request = Request::from_parts(parts, body);
+        match tokio::time::timeout(timeouts.response, send.send_request(request)).await {
+            Err(_) => Err(SendError::Timeout),
+            Ok(Err(error)) => Err(SendError::Http(Box::new(error))),
+            Ok(Ok(response)) => Ok(response),
         }
-        Ok(Err(error)) => {
-            return Err(Refusal::bad_gateway(
-                Code::UpstreamFailed,
-                format!("the upgrade exchange with {target} failed: {error}"),
-            ));
-        }
-        Ok(Ok(response)) => response,
     };
+    let mut response = sent
+        .await
+        .map_err(|error| Refusal::from_send(&error, timeouts, &target.to_string()))?;
     // Over HTTP/2 a 2xx would tell the client its WebSocket opened: only a 101 may.
     if key.is_some() && response.status().is_success() {
         return Err(Refusal::bad_gateway(

@@ -20,6 +20,7 @@ use crate::auth::Credentials;
 use crate::config::Limits;
 use crate::generation::reload::Live;
 use crate::metrics::Counters;
+use crate::refusal::Refusal;
 use crate::signing::Signers;
 use crate::tls::terminate::Terminator;
 use crate::upstream::{AllowIps, Upstream};
@@ -123,6 +124,18 @@ impl Shared {
                 // The proxy is gone: nothing will replace this generation.
                 return std::future::pending().await;
             }
+        }
+    }
+
+    /// Fail closed: without a working audit log nothing is proxied. Asked by the listener of
+    /// every proxy request and by `forward` of every request inside a tunnel.
+    pub(crate) fn audit_is_healthy(&self) -> Result<(), Refusal> {
+        if self.audit.is_healthy() {
+            Ok(())
+        } else {
+            Err(Refusal::unavailable(
+                "sluice's audit log failed; refusing to proxy",
+            ))
         }
     }
 
