@@ -50,6 +50,9 @@ mod suites;
 mod tls;
 mod upstream;
 
+#[cfg(test)]
+mod testing;
+
 pub use body::codec;
 pub use config::{Limits, ProxyConfig, default_workers};
 

@@ -217,8 +217,6 @@ pub(crate) async fn intercept<IO>(
 
 #[cfg(test)]
 mod tests {
-    use sluice_policies::Policy;
-
     use super::*;
 
     #[test]
@@ -230,8 +228,7 @@ secrets:
     value: "Tok-Value-0001"
     hosts: ["api.test"]
 "#;
-        let policy = Policy::parse(yaml, "connect.yaml").unwrap().policy;
-        let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+        let (_, guard) = crate::testing::declared(yaml, "connect.yaml");
         let placeholder = guard
             .placeholder(guard.id("tok").unwrap())
             .as_str()

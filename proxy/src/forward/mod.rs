@@ -489,8 +489,7 @@ secrets:
 egress:
   allow: ["open.test"]
 "#;
-        let policy = Policy::parse(yaml, "plain.yaml").unwrap().policy;
-        let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+        let (policy, guard) = crate::testing::declared(yaml, "plain.yaml");
         let target = |uri: &str| plain_target(&parts(Request::builder().uri(uri)), &guard, &policy);
         let open = target("http://OPEN.test/x").unwrap();
         assert_eq!((open.host.as_str(), open.port), ("open.test", 80));

@@ -263,7 +263,6 @@ mod tests {
     use std::sync::Mutex;
 
     use http_body_util::Full;
-    use sluice_policies::Policy;
 
     use super::*;
     use crate::refusal::Code;
@@ -280,8 +279,8 @@ secrets:
 egress:
   allow: ["open.test"]
 "#;
-        let policy = Policy::parse(yaml, "body.yaml").unwrap().policy;
-        let guard = Arc::new(policy.build_guard(&policy.mint_placeholders()).unwrap());
+        let (policy, guard) = crate::testing::declared(yaml, "body.yaml");
+        let guard = Arc::new(guard);
         let placeholder = guard
             .placeholder(guard.id("tok").unwrap())
             .as_str()

@@ -11,7 +11,6 @@ use flate2::Compression;
 use flate2::write::DeflateEncoder;
 use proptest::prelude::*;
 use sluice_guard::Guard;
-use sluice_policies::Policy;
 use tokio::io::{AsyncRead, ReadBuf};
 use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
 use tungstenite::protocol::frame::{Frame, FrameHeader};
@@ -50,8 +49,7 @@ impl AsyncRead for Trickle {
 fn guard() -> (Guard, String) {
     let yaml =
         format!("version: 1\nsecrets:\n  s:\n    value: \"{VALUE}\"\n    hosts: [api.test]\n");
-    let policy = Policy::parse(&yaml, "ws.yaml").unwrap().policy;
-    let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+    let (_, guard) = crate::testing::declared(&yaml, "ws.yaml");
     let placeholder = guard
         .placeholder(guard.id("s").unwrap())
         .as_str()

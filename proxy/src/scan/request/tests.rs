@@ -48,8 +48,7 @@ secrets:
 egress:
   verbatim: ["model.test"]
 "#;
-    let policy = Policy::parse(yaml, "rules.yaml").unwrap().policy;
-    let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+    let (policy, guard) = crate::testing::declared(yaml, "rules.yaml");
     let placeholder = guard
         .placeholder(guard.id("gh").unwrap())
         .as_str()
@@ -114,8 +113,7 @@ secrets:
     value: "Theirs-Value-0002"
     hosts: ["other.test"]
 "#;
-    let policy = Policy::parse(yaml, "two.yaml").unwrap().policy;
-    let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+    let (policy, guard) = crate::testing::declared(yaml, "two.yaml");
     let target = Target {
         host: "api.test".into(),
         port: 443,
@@ -160,8 +158,7 @@ egress:
   verbatim: ["model.test"]
   allow: ["other.test"]
 "#;
-    let policy = Policy::parse(yaml, "verbatim.yaml").unwrap().policy;
-    let guard = policy.build_guard(&policy.mint_placeholders()).unwrap();
+    let (policy, guard) = crate::testing::declared(yaml, "verbatim.yaml");
     let placeholder = guard
         .placeholder(guard.id("tok").unwrap())
         .as_str()
