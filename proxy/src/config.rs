@@ -92,7 +92,7 @@ pub struct ProxyConfig {
     pub timeouts: Timeouts,
     /// Worker threads serving connections, each running its own single-threaded runtime
     /// with its own upstream pools, all accepting from the one listener. With `0` the
-    /// proxy serves on the runtime that calls [`start`] (tests, embedding).
+    /// proxy serves on the runtime that calls [`start`](crate::start) (tests, embedding).
     ///
     /// Why threads of their own: a connection, its tunnel and its upstream connection then
     /// stay on one thread, so handing a request from the client's task to the upstream's

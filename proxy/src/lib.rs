@@ -2,10 +2,36 @@
 //! where the declaration grants them, refuses everything else, and redacts every known
 //! value on the way back.
 //!
+//! # Example: a proxy for one run
+//!
+//! ```
+//! use sluice_policies::Policy;
+//! use sluice_proxy::{ProxyConfig, start};
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let declaration = "version: 1\negress:\n  allow: [pypi.org]\n";
+//! let policy = Policy::parse(declaration, "policy.yaml")?.policy;
+//! let run = tempfile::tempdir()?;
+//! let config = ProxyConfig::new(policy, "127.0.0.1:0".parse()?, run.path().join("audit.jsonl"));
+//! let proxy = start(config).await?;
+//! // What the sandbox gets: the proxy with this run's credentials, and the CA to trust.
+//! let url = proxy.proxy_url();
+//! assert!(url.starts_with("http://") && url.contains('@'));
+//! assert!(proxy.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+//! // Drains what is in flight, then writes the audit log's `stop` record.
+//! proxy.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! This is the only crate of the workspace that opens sockets. Its public API is what a
-//! program needs to run a proxy ([`start`], [`Proxy`], [`ProxyConfig`], [`Limits`],
-//! [`StartError`]) and the body codecs ([`codec`]); the audit log is the `sluice-audit`
-//! crate, and the `sluice` command, its launcher and its demo are the `sluice` crate.
+//! program embedding the proxy needs: [`start`] with a [`ProxyConfig`] (and its [`Limits`]
+//! and [`Timeouts`]), the running [`Proxy`] (its URLs and CA, its guard for redaction,
+//! [`Proxy::reload`], [`Proxy::shutdown`]), and [`StartError`] / [`ReloadError`]. Nothing of
+//! the request path is public: the fuzz target reaches it through `fuzzing`, a module that
+//! exists only under cargo-fuzz's `cfg(fuzzing)`. The audit log is the `sluice-audit` crate,
+//! and the `sluice` command, its launcher and its demo are the `sluice` crate.
 //!
 //! # The tree is the request's path
 //!
@@ -33,12 +59,15 @@
 //! Each decision is made in one place: grants in `sluice-policies`, matching in
 //! `sluice-guard`, never re-implemented here. This crate never logs a secret value.
 #![forbid(unsafe_code)]
+#![deny(unreachable_pub)]
 
 mod auth;
 mod body;
 mod config;
 mod edge;
 mod forward;
+#[cfg(fuzzing)]
+pub mod fuzzing;
 mod generation;
 mod metrics;
 mod ops;
@@ -53,23 +82,8 @@ mod upstream;
 #[cfg(test)]
 mod testing;
 
-pub use body::codec;
 pub use config::{Limits, ProxyConfig, default_workers};
 
-/// The request scan's own steps, for the `outbound_rewrite` fuzz target (`proxy/fuzz/`),
-/// which drives them on arbitrary requests. Not API: nothing outside the fuzz target may
-/// use it, and it changes with the request path.
-#[doc(hidden)]
-pub mod fuzzing {
-    pub use crate::body::{Body, BoxError};
-    pub use crate::forward::budget::BodySwaps;
-    pub use crate::forward::request_body::{BodyStep, Buffering, StoppedBody, scan as scan_body};
-    pub use crate::refusal::Refusal;
-    pub use crate::scan::headers::{check_framing, remove_hop_by_hop};
-    pub use crate::scan::request::{Outbound, Place, PlanCache};
-    pub use crate::scan::stream::outcome::StreamRefused;
-    pub use crate::tls::target::Target;
-}
 pub use ops::admin::USER as ADMIN_USER;
 pub use server::{GuardInForce, Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;

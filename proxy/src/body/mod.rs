@@ -1,16 +1,16 @@
 //! The one body type that crosses the proxy in both directions, and its content codings
 //! ([`codec`]: decoded, bounded, to be scanned; encoded again after a swap).
 
-pub mod codec;
+pub(crate) mod codec;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
 
 /// Errors a body can fail with.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A boxed, streaming body.
-pub type Body = BoxBody<Bytes, BoxError>;
+pub(crate) type Body = BoxBody<Bytes, BoxError>;
 
 /// A body of known bytes.
 pub(crate) fn full(bytes: Bytes) -> Body {

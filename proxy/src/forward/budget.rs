@@ -20,7 +20,7 @@ use crate::refusal::Refusal;
 
 /// What a request body's scan found it swaps, or may swap as it streams.
 #[derive(Debug)]
-pub enum BodySwaps {
+pub(crate) enum BodySwaps {
     /// Read whole, or absent: these secrets were swapped into it.
     Known(Vec<SecretId>),
     /// Streamed: its plan swaps these secrets wherever their placeholders turn up.

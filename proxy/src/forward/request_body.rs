@@ -24,7 +24,7 @@ use crate::scan::stream::{End, Leg, Outcome, RewriteBody, StreamRefused};
 
 /// When a request body is buffered and rewritten whole rather than streamed.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Buffering {
+pub(crate) enum Buffering {
     /// When its length is known and within the bound (so that a refusal sends nothing),
     /// and whenever a swap may change its length and `Content-Length` must be recomputed
     /// (or its coding re-encoded): `413` beyond the bound then.
@@ -36,7 +36,7 @@ pub enum Buffering {
 /// What the body step is given besides the body: the scan's plans, the guard and the
 /// bounds, and whether the body must be read whole.
 #[derive(Clone, Copy)]
-pub struct BodyStep<'a> {
+pub(crate) struct BodyStep<'a> {
     /// The request's scan (its body plan and trailer plan, and how a refusal reads).
     pub outbound: &'a Outbound<'a>,
     /// The guard the plans are for.
@@ -56,7 +56,7 @@ pub struct BodyStep<'a> {
 /// the guard scanned; a streamed body that a
 /// refusal stopped also leaves that refusal in `stopped`. Returned beside the body: what it
 /// swapped (read whole), or may swap (streamed), for the budget step.
-pub async fn scan<B>(
+pub(crate) async fn scan<B>(
     step: BodyStep<'_>,
     parts: &mut Parts,
     incoming: B,
@@ -211,7 +211,7 @@ where
 /// HTTP/2 as a reset stream), so the body's own report is the reliable witness; and since
 /// that report has put the cut in the audit log, the failed exchange is not recorded again.
 #[derive(Clone, Default)]
-pub struct StoppedBody {
+pub(crate) struct StoppedBody {
     stopped: Arc<std::sync::Mutex<Stopped>>,
     /// A refusal by a step before the scan (an aws-chunked chunk whose signature failed).
     other: RefusalSlot,
@@ -233,7 +233,7 @@ impl StoppedBody {
     }
 
     /// The refusal that stopped the body, if one did.
-    pub fn take(&self) -> Option<StreamRefused> {
+    pub(crate) fn take(&self) -> Option<StreamRefused> {
         self.stopped
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -247,13 +247,13 @@ impl StoppedBody {
     }
 
     /// The refusal a step before the scan stopped the body with, if one did.
-    pub fn take_refusal(&self) -> Option<Refusal> {
+    pub(crate) fn take_refusal(&self) -> Option<Refusal> {
         self.other.take()
     }
 
     /// Whether sluice cut the body short (a refusal, a coding it could not undo): the cut
     /// is in the audit log already.
-    pub fn was_cut(&self) -> bool {
+    pub(crate) fn was_cut(&self) -> bool {
         self.stopped.lock().unwrap_or_else(|e| e.into_inner()).cut
     }
 }

@@ -20,7 +20,7 @@ use sluice_audit::EventKind;
 /// What kind of refusal it is: the `sluice-error` header's value, and what the audit log
 /// records it as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Code {
+pub(crate) enum Code {
     /// `407`: no or wrong proxy credentials.
     ProxyAuthRequired,
     /// `403`: the host is not reachable under the declaration.
@@ -81,7 +81,7 @@ pub enum Code {
 
 impl Code {
     /// The kebab-case code, as sent in `sluice-error` and written in the audit log.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::ProxyAuthRequired => "proxy-auth-required",
             Self::HostNotAllowed => "host-not-allowed",
@@ -114,7 +114,7 @@ impl Code {
     /// The audit event a refusal of this kind is: `deny` for the egress decision (a host, an
     /// address, a name, a connection with no target, a handshake for another name),
     /// `auth_fail` for missing proxy credentials, `refuse` for the rest.
-    pub fn event_kind(self) -> EventKind {
+    pub(crate) fn event_kind(self) -> EventKind {
         match self {
             Self::HostNotAllowed
             | Self::AddressBlocked
@@ -161,7 +161,7 @@ impl RefusalSlot {
 
 /// Who was at fault for a refusal; reported in logs, not on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// The sandboxed client asked for something the declaration does not allow.
     Client,
     /// The upstream failed (unreachable, bad certificate, timeout, bad framing).
@@ -172,7 +172,7 @@ pub enum Fault {
 
 /// A refused request: status, machine-readable code and a one-line reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The HTTP status sent back.
     pub status: StatusCode,
     /// What kind of refusal: the `sluice-error` header value and the audit event kind.
@@ -268,7 +268,7 @@ impl Refusal {
     }
 
     /// `400`: the request cannot be understood or is ambiguous; it is not repaired.
-    pub fn bad_request(why: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(why: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
             Code::BadRequest,
@@ -499,7 +499,7 @@ impl Refusal {
     /// the one place its message passes through the guard: a reason may quote text the
     /// client or an upstream chose (a host, a Host header, a coding name), which could spell
     /// a value.
-    pub fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
+    pub(crate) fn into_response(self, guard: &sluice_guard::Guard) -> Response<Body> {
         // In any letter case: a quoted coding name or host has been lowercased on the way.
         let mut line = guard.redact_string(self.message);
         line.push('\n');

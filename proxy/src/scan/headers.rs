@@ -30,7 +30,7 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 /// One `TE` token crosses, as exactly `te: trailers`: the only `TE` HTTP/2 allows, and one
 /// that gRPC servers require (they reset a stream without it). It says the client accepts
 /// trailers, which sluice passes on (rewritten). Any other token is dropped.
-pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let trailers = headers
         .get_all(header::TE)
         .iter()
@@ -123,7 +123,7 @@ pub(crate) fn check_head_size(
 
 /// Refuses framing that could be read two ways: `Content-Length` together with
 /// `Transfer-Encoding`, or several `Content-Length` values.
-pub fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) fn check_framing(headers: &HeaderMap) -> Result<(), Refusal> {
     let lengths = headers.get_all(header::CONTENT_LENGTH).iter().count();
     if lengths > 1 {
         return Err(Refusal::bad_request(

@@ -14,7 +14,7 @@ use crate::refusal::{Code, Refusal};
 
 /// A normalised `host:port`: the CONNECT target of a tunnel, or an absolute-form target.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// Lowercased, without a trailing dot, IDNA-normalised; IPv6 without brackets.
     pub host: String,
     /// The port.
@@ -70,7 +70,7 @@ impl Target {
     }
 
     /// `host:port` as a URI authority, with IPv6 in brackets.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {

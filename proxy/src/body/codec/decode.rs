@@ -32,7 +32,7 @@ const ZSTD_WINDOW_LOG_MAX: u32 = 23;
 /// [`Decoder::push`] appends everything its input decodes to, which the `limit` bounds.
 /// sluice's own buffers of decoded bytes are zeroized when freed; those inside the codec
 /// libraries (their windows) are not.
-pub struct Decoder {
+pub(crate) struct Decoder {
     /// In decoding order: the last coding applied comes first.
     stages: Vec<Stage>,
     codings: Vec<ContentCoding>,
@@ -60,7 +60,7 @@ impl Decoder {
     /// # Errors
     /// [`CodecError::TooManyCodings`] past [`MAX_STACK`]; [`CodecError::Codec`] when a
     /// library cannot set up its decoder.
-    pub fn new(codings: &[ContentCoding], limit: u64) -> Result<Self, CodecError> {
+    pub(crate) fn new(codings: &[ContentCoding], limit: u64) -> Result<Self, CodecError> {
         let codings: Vec<ContentCoding> = codings
             .iter()
             .copied()
@@ -87,24 +87,15 @@ impl Decoder {
         })
     }
 
-    /// The codings this decoder undoes, in the order they were applied.
-    pub fn codings(&self) -> &[ContentCoding] {
-        &self.codings
-    }
-
-    /// The bound on decoded bytes.
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
     /// How many decoded bytes were produced so far.
-    pub fn decoded(&self) -> u64 {
+    pub(crate) fn decoded(&self) -> u64 {
         self.stages.last().map_or(0, |s| s.total_out)
     }
 
     /// Bytes held in the buffers between stacked codings (the libraries' own windows are not
-    /// counted).
-    pub fn buffered(&self) -> usize {
+    /// counted): the memory bound the tests hold decoding to.
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> usize {
         self.stages.iter().map(Stage::buffered).sum()
     }
 
@@ -117,7 +108,7 @@ impl Decoder {
     ///
     /// # Errors
     /// [`CodecError::TooLarge`] past the bound, [`CodecError::Corrupt`] on invalid data.
-    pub fn decode_some(
+    pub(crate) fn decode_some(
         &mut self,
         input: &[u8],
         out: &mut Vec<u8>,
@@ -138,7 +129,7 @@ impl Decoder {
     ///
     /// # Errors
     /// As [`Decoder::decode_some`].
-    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+    pub(crate) fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
         let mut rest = input;
         loop {
             let before = out.len();
@@ -157,7 +148,7 @@ impl Decoder {
     /// # Errors
     /// [`CodecError::Corrupt`] when a coding's stream stops before its end; as
     /// [`Decoder::decode_some`] otherwise.
-    pub fn finish(mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    pub(crate) fn finish(mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
         if let Some(err) = self.failed.take() {
             return Err(err);
         }
@@ -288,6 +279,7 @@ impl Stage {
         self.buf.len() - self.pos
     }
 
+    #[cfg(test)]
     fn buffered(&self) -> usize {
         self.buf.capacity() + self.scratch.capacity() + self.layer.buffered()
     }
@@ -418,6 +410,7 @@ impl Layer {
         }
     }
 
+    #[cfg(test)]
     fn buffered(&self) -> usize {
         match self {
             Self::Gzip(layer) => layer.decoder.get_ref().buf.capacity(),

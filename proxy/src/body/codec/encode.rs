@@ -25,7 +25,7 @@ const ZSTD_LEVEL: i32 = 3;
 /// Each coding's compressor state (a few hundred KiB for gzip and zstd, a few MiB for
 /// brotli at the quality used) and what it has not yet flushed. Its buffers are not zeroized,
 /// so a swapped value may linger there until they are freed.
-pub struct Encoder {
+pub(crate) struct Encoder {
     codings: Vec<ContentCoding>,
     stages: Vec<EncodeStage>,
 }
@@ -119,7 +119,7 @@ impl Encoder {
     /// # Errors
     /// [`CodecError::TooManyCodings`] past [`MAX_STACK`]; [`CodecError::Codec`] when a
     /// library cannot set up its encoder.
-    pub fn new(codings: &[ContentCoding]) -> Result<Self, CodecError> {
+    pub(crate) fn new(codings: &[ContentCoding]) -> Result<Self, CodecError> {
         let mut stages = Vec::new();
         for coding in codings {
             stages.extend(EncodeStage::new(*coding)?);
@@ -136,17 +136,12 @@ impl Encoder {
         })
     }
 
-    /// The codings applied, in order.
-    pub fn codings(&self) -> &[ContentCoding] {
-        &self.codings
-    }
-
     /// Encodes `input`, appending to `out` what the codings have written out so far (they
     /// hold some back until [`Encoder::finish`]).
     ///
     /// # Errors
     /// [`CodecError::Codec`] when a library fails.
-    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+    pub(crate) fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
         let Some((first, rest)) = self.stages.split_first_mut() else {
             out.extend_from_slice(input);
             return Ok(());
@@ -163,7 +158,7 @@ impl Encoder {
     ///
     /// # Errors
     /// [`CodecError::Codec`] when a library fails.
-    pub fn finish(self, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    pub(crate) fn finish(self, out: &mut Vec<u8>) -> Result<(), CodecError> {
         let mut carry = Vec::new();
         for mut stage in self.stages {
             let coding = stage.coding();

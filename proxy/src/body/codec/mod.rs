@@ -14,9 +14,10 @@
 //! `zstd`).
 //!
 //! # Example: decode a gzip'd body, whatever the chunking
-//! ```
-//! use std::io::Write as _;
-//! use sluice_proxy::codec::{ContentCoding, Decoder, Encoder};
+//! (run as `tests::example_a_gzipped_body_decodes_whatever_the_chunking`; the module is
+//! the crate's own, so its examples are unit tests)
+//! ```text
+//! use crate::body::codec::{ContentCoding, Decoder, Encoder};
 //!
 //! let mut encoder = Encoder::new(&[ContentCoding::Gzip])?;
 //! let mut wire = Vec::new();
@@ -30,7 +31,6 @@
 //! }
 //! decoder.finish(&mut plain)?;
 //! assert_eq!(plain, b"hello, body");
-//! # Ok::<(), sluice_proxy::codec::CodecError>(())
 //! ```
 
 use std::fmt;
@@ -40,16 +40,16 @@ use http::{HeaderMap, HeaderValue, header};
 mod decode;
 mod encode;
 
-pub use decode::Decoder;
-pub use encode::Encoder;
+pub(crate) use decode::Decoder;
+pub(crate) use encode::Encoder;
 
 /// The most decoded bytes one [`Decoder::decode_some`] step produces, and the size of the
 /// buffers between stacked codings.
-pub const SLICE: usize = 64 * 1024;
+pub(crate) const SLICE: usize = 64 * 1024;
 
 /// The most codings one body may stack (`Content-Encoding: gzip, br` is two). Real servers
 /// use one; a long stack only costs memory (a window per coding).
-pub const MAX_STACK: usize = 4;
+pub(crate) const MAX_STACK: usize = 4;
 
 /// Everything that can go wrong reading `Content-Encoding` or coding a body.
 ///
@@ -58,7 +58,7 @@ pub const MAX_STACK: usize = 4;
 /// unscanned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum CodecError {
+pub(crate) enum CodecError {
     /// `Content-Encoding` names a coding sluice cannot decode.
     ///
     /// `name` is the peer's text (trimmed, lowercased, at most 40 characters): like any text
@@ -116,7 +116,7 @@ pub enum CodecError {
 /// One content coding (RFC 9110 §8.4.1), as named in `Content-Encoding` and
 /// `Accept-Encoding`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ContentCoding {
+pub(crate) enum ContentCoding {
     /// No transformation; never part of a parsed list.
     Identity,
     /// `gzip` (RFC 1952; `x-gzip` is read as its alias). Concatenated members are decoded too.
@@ -137,7 +137,7 @@ impl ContentCoding {
     ///
     /// # Errors
     /// [`CodecError::Unsupported`] for any other name.
-    pub fn from_name(name: &str) -> Result<Self, CodecError> {
+    pub(crate) fn from_name(name: &str) -> Result<Self, CodecError> {
         let name = name.trim_matches(|c| c == ' ' || c == '\t');
         let known = [
             ("identity", Self::Identity),
@@ -155,7 +155,7 @@ impl ContentCoding {
     }
 
     /// The coding's name as sluice writes it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Identity => "identity",
             Self::Gzip => "gzip",
@@ -187,7 +187,7 @@ fn unsupported(name: &[u8]) -> CodecError {
 /// # Errors
 /// [`CodecError::Unsupported`] for a coding sluice cannot decode (or a value that is not
 /// text), [`CodecError::TooManyCodings`] past [`MAX_STACK`].
-pub fn content_codings(headers: &HeaderMap) -> Result<Vec<ContentCoding>, CodecError> {
+pub(crate) fn content_codings(headers: &HeaderMap) -> Result<Vec<ContentCoding>, CodecError> {
     parse_content_encoding(headers.get_all(header::CONTENT_ENCODING))
 }
 
@@ -197,22 +197,20 @@ pub fn content_codings(headers: &HeaderMap) -> Result<Vec<ContentCoding>, CodecE
 /// is gzip'd on top of its content codings, and must be decoded to be scanned like one
 /// sent `Content-Encoding: gzip`.
 ///
-/// ```
-/// use http::{HeaderMap, HeaderValue};
-/// use sluice_proxy::codec::{ContentCoding, body_codings};
+/// ```text
+/// // tests::example_transfer_codings_follow_content_codings
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert("content-encoding", HeaderValue::from_static("br"));
 /// headers.insert("transfer-encoding", HeaderValue::from_static("gzip, chunked"));
 /// assert_eq!(body_codings(&headers)?, [ContentCoding::Br, ContentCoding::Gzip]);
-/// # Ok::<(), sluice_proxy::codec::CodecError>(())
 /// ```
 ///
 /// # Errors
 /// As [`content_codings`], for either header; [`CodecError::ChunkedNotLast`] when
 /// `chunked` is followed by another transfer coding (the body is then framed by the
 /// connection's close, with chunks inside a coding: sluice does not undo that).
-pub fn body_codings(headers: &HeaderMap) -> Result<Vec<ContentCoding>, CodecError> {
+pub(crate) fn body_codings(headers: &HeaderMap) -> Result<Vec<ContentCoding>, CodecError> {
     let mut codings = content_codings(headers)?;
     let mut transfer = elements(headers.get_all(header::TRANSFER_ENCODING))?;
     if transfer
@@ -233,7 +231,7 @@ pub fn body_codings(headers: &HeaderMap) -> Result<Vec<ContentCoding>, CodecErro
 
 /// Whether `Transfer-Encoding` names a coding besides `chunked` (or cannot be read): a body
 /// hyper hands over still coded.
-pub fn has_transfer_coding(headers: &HeaderMap) -> bool {
+pub(crate) fn has_transfer_coding(headers: &HeaderMap) -> bool {
     match elements(headers.get_all(header::TRANSFER_ENCODING)) {
         Ok(names) => names
             .iter()
@@ -246,7 +244,7 @@ pub fn has_transfer_coding(headers: &HeaderMap) -> bool {
 ///
 /// # Errors
 /// As [`content_codings`].
-pub fn parse_content_encoding<'a>(
+pub(crate) fn parse_content_encoding<'a>(
     values: impl IntoIterator<Item = &'a HeaderValue>,
 ) -> Result<Vec<ContentCoding>, CodecError> {
     let mut codings = Vec::new();
@@ -289,7 +287,7 @@ fn push_named(names: &[&str], codings: &mut Vec<ContentCoding>) -> Result<(), Co
 
 /// The `Accept-Encoding` sluice sends upstream in place of the client's: exactly the codings
 /// it can decode, so that every response it receives can be scanned.
-pub fn accept_encoding() -> HeaderValue {
+pub(crate) fn accept_encoding() -> HeaderValue {
     HeaderValue::from_static("gzip, deflate, br, zstd")
 }
 
@@ -299,15 +297,14 @@ pub fn accept_encoding() -> HeaderValue {
 /// coding, could bring back a body sluice cannot scan: such a value is replaced with
 /// [`accept_encoding`].
 ///
-/// ```
-/// use http::HeaderValue;
-/// use sluice_proxy::codec::names_only_decodable;
+/// ```text
+/// // tests::example_only_decodable_names_pass
 /// assert!(names_only_decodable(&HeaderValue::from_static("identity")));
 /// assert!(names_only_decodable(&HeaderValue::from_static("gzip;q=1.0, br;q=0.5")));
 /// assert!(!names_only_decodable(&HeaderValue::from_static("gzip, compress")));
 /// assert!(!names_only_decodable(&HeaderValue::from_static("*")));
 /// ```
-pub fn names_only_decodable(value: &HeaderValue) -> bool {
+pub(crate) fn names_only_decodable(value: &HeaderValue) -> bool {
     value.to_str().is_ok_and(|text| {
         text.trim().is_empty()
             || text.split(',').all(|item| {

@@ -539,3 +539,44 @@ fn transfer_codings_besides_a_final_chunked_are_codings_of_the_body() {
         );
     }
 }
+
+#[test]
+fn example_a_gzipped_body_decodes_whatever_the_chunking() {
+    let mut encoder = Encoder::new(&[ContentCoding::Gzip]).unwrap();
+    let mut wire = Vec::new();
+    encoder.push(b"hello, body", &mut wire).unwrap();
+    encoder.finish(&mut wire).unwrap();
+    let mut decoder = Decoder::new(&[ContentCoding::Gzip], 1 << 20).unwrap();
+    let mut plain = Vec::new();
+    for chunk in wire.chunks(3) {
+        decoder.push(chunk, &mut plain).unwrap();
+    }
+    decoder.finish(&mut plain).unwrap();
+    assert_eq!(plain, b"hello, body");
+}
+
+#[test]
+fn example_transfer_codings_follow_content_codings() {
+    let mut headers = http::HeaderMap::new();
+    headers.insert("content-encoding", HeaderValue::from_static("br"));
+    headers.insert(
+        "transfer-encoding",
+        HeaderValue::from_static("gzip, chunked"),
+    );
+    assert_eq!(
+        body_codings(&headers).unwrap(),
+        [ContentCoding::Br, ContentCoding::Gzip]
+    );
+}
+
+#[test]
+fn example_only_decodable_names_pass() {
+    assert!(names_only_decodable(&HeaderValue::from_static("identity")));
+    assert!(names_only_decodable(&HeaderValue::from_static(
+        "gzip;q=1.0, br;q=0.5"
+    )));
+    assert!(!names_only_decodable(&HeaderValue::from_static(
+        "gzip, compress"
+    )));
+    assert!(!names_only_decodable(&HeaderValue::from_static("*")));
+}

@@ -35,13 +35,13 @@ mod wording;
 #[cfg(test)]
 mod tests;
 
-pub use place::Place;
+pub(crate) use place::Place;
 pub(crate) use place::Swapped;
-pub use plans::PlanCache;
+pub(crate) use plans::PlanCache;
 use plans::Ruled;
 
 /// The outbound scan for one target host: the guard and the grants.
-pub struct Outbound<'a> {
+pub(crate) struct Outbound<'a> {
     guard: &'a Guard,
     policy: &'a Policy,
     target: &'a Target,
@@ -57,7 +57,7 @@ pub struct Outbound<'a> {
 
 impl<'a> Outbound<'a> {
     /// The scan of requests toward `target`.
-    pub fn new(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
+    pub(crate) fn new(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
         Self {
             guard,
             policy,
@@ -69,7 +69,7 @@ impl<'a> Outbound<'a> {
     }
 
     /// Remembers plans in `cache` (one per tunnel) instead of deciding them per request.
-    pub fn with_cache(self, cache: &'a PlanCache) -> Self {
+    pub(crate) fn with_cache(self, cache: &'a PlanCache) -> Self {
         Self {
             cache: Some(cache),
             ..self
@@ -78,7 +78,7 @@ impl<'a> Outbound<'a> {
 
     /// The scan of plain `http://` requests toward `target`: every placeholder and every
     /// value is refused (a verbatim host keeps its placeholders, which are not secrets).
-    pub fn plain(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
+    pub(crate) fn plain(guard: &'a Guard, policy: &'a Policy, target: &'a Target) -> Self {
         Self {
             plain: true,
             ..Self::new(guard, policy, target)
@@ -87,7 +87,7 @@ impl<'a> Outbound<'a> {
 
     /// Scans and rewrites the request head in place. Returns what was swapped or kept, or
     /// the refusal for the first refused match.
-    pub fn rewrite_head(&self, parts: &mut Parts) -> Result<Vec<Swapped>, Refusal> {
+    pub(crate) fn rewrite_head(&self, parts: &mut Parts) -> Result<Vec<Swapped>, Refusal> {
         let mut done = Vec::new();
         // A rule admitted a secret on the normalised path: that path is the one sent.
         if let Some(ruled) = self.ruled.as_ref().filter(|r| r.send_normalised) {

@@ -7,7 +7,7 @@ use sluice_policies::Location;
 
 /// Where in a request a match was found, as the audit log names it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Place {
+pub(crate) enum Place {
     /// The method.
     Method,
     /// The path (before `?`).
@@ -44,7 +44,7 @@ impl Place {
     }
 
     /// The `location` field of the audit log.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Self::Method => "method".into(),
             Self::Path => "path".into(),
@@ -60,7 +60,7 @@ impl Place {
 
 /// What the outbound scan did in one place: the audit log's `swap` and `verbatim` events.
 #[derive(Debug)]
-pub struct Swapped {
+pub(crate) struct Swapped {
     /// Where.
     pub place: Place,
     /// Per secret: swapped placeholders, kept placeholders (verbatim), kept values.

@@ -14,7 +14,7 @@ use super::{Outbound, Place};
 /// plan is the same for every request on it and is asked of the grant decision once.
 /// Bounded, since header names come from the client.
 #[derive(Default)]
-pub struct PlanCache {
+pub(crate) struct PlanCache {
     pub(super) plans: std::sync::Mutex<std::collections::HashMap<Place, Plan>>,
     /// The secrets with request rules that are granted toward the tunnel's host: the only
     /// ones whose grant each request's method and path can change.
@@ -57,7 +57,7 @@ pub(super) struct Ruled {
 impl<'a> Outbound<'a> {
     /// Weighs the request rules of the secrets granted toward the target against this
     /// request's method and path (without the query), once, for every place's plan.
-    pub fn for_request(self, method: &http::Method, path: &str) -> Self {
+    pub(crate) fn for_request(self, method: &http::Method, path: &str) -> Self {
         let mut computed = None;
         let ruled_here = match self.cache {
             Some(cache) => cache.ruled.get_or_init(|| self.ruled_here()),
@@ -107,7 +107,7 @@ impl<'a> Outbound<'a> {
     }
     /// The plan for one place: asks the grant decision once per secret (once per tunnel,
     /// with a cache).
-    pub fn plan(&self, place: &Place) -> Plan {
+    pub(crate) fn plan(&self, place: &Place) -> Plan {
         let mut plan = match self.cache {
             Some(cache) => cache.get_or_insert(place, || self.decide(place)),
             None => self.decide(place),
@@ -173,7 +173,7 @@ impl<'a> Outbound<'a> {
     }
     /// The plan for the body, writing swapped values in the form the body's content type
     /// needs (JSON-escaped in JSON, form-encoded in form bodies).
-    pub fn body_plan(&self, parts: &Parts) -> Plan {
+    pub(crate) fn body_plan(&self, parts: &Parts) -> Plan {
         let content_type = parts
             .headers
             .get(CONTENT_TYPE)

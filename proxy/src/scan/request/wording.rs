@@ -12,7 +12,7 @@ use super::{Outbound, Place};
 impl Outbound<'_> {
     /// The refusal sent back for a refused match: names the secret, the place, the host and
     /// the grant that would allow it. Never the value.
-    pub fn refusal(&self, error: GuardError, place: &Place) -> Refusal {
+    pub(crate) fn refusal(&self, error: GuardError, place: &Place) -> Refusal {
         let GuardError::Refused(refused) = error else {
             return Refusal::bad_request(format!(
                 "sluice could not scan the {}: {error}",

@@ -11,7 +11,7 @@ use crate::scan::grpc::GrpcError;
 
 /// Where in a body a plan refused a match.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamPlace {
+pub(crate) enum StreamPlace {
     /// The data of the body (decoded, when it had a coding); the refusal's offset counts
     /// decoded bytes.
     Body,
@@ -42,7 +42,7 @@ impl fmt::Display for StreamPlace {
 /// never the bytes. Find it with `err.downcast_ref::<StreamRefused>()` on the body's error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("sluice stopped the body: {refusal}, {place}")]
-pub struct StreamRefused {
+pub(crate) struct StreamRefused {
     /// The guard's refusal: the secret's id and name, the form found, the offset.
     pub refusal: RefusedMatch,
     /// Where the match was.
