@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 
 use crate::body::{self, Body};
 use crate::forward;
-use crate::forward::tunnel::{Destination, Tunnel};
+use crate::forward::tunnel::{Origin, Tunnel};
 use crate::generation::door::Exchange;
 use crate::generation::shared::{ConnSlot, Shared, serve_until, serve_until_stopped};
 use crate::refusal::Refusal;
@@ -156,8 +156,8 @@ pub(crate) async fn intercept<IO>(
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     // Every request on this tunnel goes to the same place: named once.
-    let destination = match Destination::new(&target, Scheme::HTTPS) {
-        Ok(destination) => destination,
+    let origin = match Origin::new(&target, Scheme::HTTPS) {
+        Ok(origin) => origin,
         Err(refusal) => {
             // Unreachable for a normalised host; refused and logged like a handshake refusal.
             let host = shared.guard.redact_str(&target.authority());
@@ -182,7 +182,7 @@ pub(crate) async fn intercept<IO>(
     // Every request on this tunnel has the same target, so the same plans.
     let tunnel = Arc::new(Tunnel {
         target,
-        destination,
+        origin,
         plans: PlanCache::default(),
         slot,
     });

@@ -30,7 +30,7 @@ use sluice_policies::{Policy, Reach};
 
 use crate::body::Body;
 use crate::body::codec;
-use crate::forward::tunnel::{Destination, Tunnel};
+use crate::forward::tunnel::{Origin, Tunnel};
 use crate::generation::door::Exchange;
 use crate::generation::shared::Shared;
 use crate::refusal::Refusal;
@@ -55,7 +55,7 @@ pub(crate) async fn intercepted(
 ) -> Response<Body> {
     let arrived = std::time::Instant::now();
     let (parts, incoming) = request.into_parts();
-    let exchange = Exchange::of_request(shared, tunnel.destination.authority(), &parts);
+    let exchange = Exchange::of_request(shared, tunnel.origin.authority(), &parts);
     let response = match intercepted_steps(parts, incoming, tunnel, shared, &exchange).await {
         Ok(response) => response,
         Err(refusal) => exchange.refuse(refusal),
@@ -140,7 +140,7 @@ async fn intercepted_steps(
     // Signed again with the real key, over the request as it leaves.
     let body = match signing {
         Some(pending) => {
-            let host = tunnel.destination.host_header();
+            let host = tunnel.origin.host_header();
             let (body, resigned) = pending.resign(signing_cx, &mut parts, body, &host).await?;
             exchange.record(
                 exchange
@@ -165,7 +165,7 @@ async fn intercepted_steps(
         stopped: &stopped,
         pins: pins.as_ref(),
     };
-    send(parts, body, &tunnel.destination, sent, shared, exchange).await
+    send(parts, body, &tunnel.origin, sent, shared, exchange).await
 }
 
 /// An absolute-form `http://` request: forwarded to a reachable host, never swapped.
@@ -231,13 +231,13 @@ async fn plain_steps(
     .await?;
     ask_for_scannable_codings(&mut parts.headers);
     // Upstream, and the response redacted on its way back.
-    let destination = Destination::new(target, Scheme::HTTP)?;
+    let origin = Origin::new(target, Scheme::HTTP)?;
     let sent = Sent {
         outbound: &outbound,
         stopped: &stopped,
         pins: None,
     };
-    send(parts, body, &destination, sent, shared, exchange).await
+    send(parts, body, &origin, sent, shared, exchange).await
 }
 
 /// The target of a plain request: an `http://` URI naming a reachable host.
@@ -368,17 +368,17 @@ fn ask_for_scannable_codings(headers: &mut http::HeaderMap) {
     }
 }
 
-/// Sends the scanned request to `destination` and redacts the response on its way back.
+/// Sends the scanned request to `origin` and redacts the response on its way back.
 async fn send(
     mut parts: Parts,
     body: Body,
-    destination: &Destination,
+    origin: &Origin,
     sent: Sent<'_>,
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
-    parts.headers.insert(HOST, destination.host_header());
-    parts.uri = destination.uri(parts.uri.path_and_query())?;
+    parts.headers.insert(HOST, origin.host_header());
+    parts.uri = origin.uri(parts.uri.path_and_query())?;
     let downstream_version = parts.version;
     parts.version = Version::HTTP_11;
     let is_head = parts.method == Method::HEAD;
@@ -401,11 +401,9 @@ async fn send(
                 }
                 None => match sent.stopped.take_refusal() {
                     Some(refusal) => refusal,
-                    None => Refusal::from_send(
-                        &error,
-                        shared.upstream.timeouts(),
-                        destination.authority(),
-                    ),
+                    None => {
+                        Refusal::from_send(&error, shared.upstream.timeouts(), origin.authority())
+                    }
                 },
             };
             // A body sluice cut was recorded by its own report, as it was cut.

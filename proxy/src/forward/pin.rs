@@ -1,6 +1,6 @@
 //! The pinning step: a request that swaps a secret with `pin:` (or, streaming its body,
 //! may swap one) must go over a connection whose verified chain holds one of its pins.
-//! This step only says which pins the request needs; the upstream leg (`upstream::pin`)
+//! This step only says which pins the request needs; the upstream leg (`upstream::pinned`)
 //! dials and verifies, and a chain without them fails the handshake before anything of
 //! the request is written (`502 pin-mismatch`).
 

@@ -2,7 +2,7 @@
 //! upstream, the plans decided for it, and the connection slot it holds.
 //!
 //! `connect` builds a [`Tunnel`] once per intercepted CONNECT; `forward` reads it for each
-//! request inside. A [`Destination`] is also made per plain request, which has no tunnel.
+//! request inside. A [`Origin`] is also made per plain request, which has no tunnel.
 
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Uri};
@@ -17,7 +17,7 @@ pub(crate) struct Tunnel {
     /// The CONNECT target, which the grants were decided for.
     pub target: Target,
     /// Where its requests go upstream, formatted once for all of them.
-    pub destination: Destination,
+    pub origin: Origin,
     /// The plans, decided once per tunnel and place.
     pub plans: PlanCache,
     /// The client connection's slot. Whatever outlives a request (an upgraded connection)
@@ -25,17 +25,18 @@ pub(crate) struct Tunnel {
     pub slot: ConnSlot,
 }
 
-/// The upstream end of a target as a request names it: the authority of the request's URI
-/// and its `Host` header. Made once per tunnel, since every request on one goes to the same
-/// place; once per request in the clear.
-pub(crate) struct Destination {
+/// The origin (RFC 6454: scheme, host, port) a target is reached at, as a request names it:
+/// the authority of the request's URI and its `Host` header. The [`Target`] is what grants
+/// are decided for; the origin is where the request goes. Made once per tunnel, since every
+/// request on one goes to the same place; once per request in the clear.
+pub(crate) struct Origin {
     scheme: Scheme,
     authority: Authority,
     host: HeaderValue,
 }
 
-impl Destination {
-    /// The destination of requests toward `target` over `scheme`.
+impl Origin {
+    /// The origin of requests toward `target` over `scheme`.
     pub(crate) fn new(target: &Target, scheme: Scheme) -> Result<Self, Refusal> {
         let authority = target
             .authority()
@@ -127,20 +128,20 @@ mod tests {
             (target("::1", 443), Scheme::HTTPS, "[::1]", "[::1]:443"),
         ];
         for (target, scheme, host, authority) in cases {
-            let destination = Destination::new(&target, scheme).unwrap();
-            assert_eq!(destination.host_header(), host, "{target:?}");
-            assert_eq!(destination.authority(), authority, "{target:?}");
+            let origin = Origin::new(&target, scheme).unwrap();
+            assert_eq!(origin.host_header(), host, "{target:?}");
+            assert_eq!(origin.authority(), authority, "{target:?}");
         }
     }
 
     #[test]
     fn the_upstream_uri_keeps_the_path_and_query_and_defaults_to_root() {
-        let destination = Destination::new(&target("api.test", 8443), Scheme::HTTPS).unwrap();
+        let origin = Origin::new(&target("api.test", 8443), Scheme::HTTPS).unwrap();
         let path = PathAndQuery::from_static("/v1/x?q=1");
         assert_eq!(
-            destination.uri(Some(&path)).unwrap(),
+            origin.uri(Some(&path)).unwrap(),
             "https://api.test:8443/v1/x?q=1"
         );
-        assert_eq!(destination.uri(None).unwrap(), "https://api.test:8443/");
+        assert_eq!(origin.uri(None).unwrap(), "https://api.test:8443/");
     }
 }

@@ -112,7 +112,7 @@ pub(super) async fn exchange(
             Some(key)
         }
     };
-    parts.headers.insert(HOST, tunnel.destination.host_header());
+    parts.headers.insert(HOST, tunnel.origin.host_header());
     // The upstream may accept only what the relay can read.
     websocket::keep_inspectable_offers(&mut parts.headers);
     let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());

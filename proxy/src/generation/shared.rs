@@ -30,7 +30,11 @@ use sluice_audit::{AuditLog, Event};
 /// connection slot is free again when the last one is dropped.
 pub(crate) type ConnSlot = Arc<OwnedSemaphorePermit>;
 
-/// What every task of a running proxy shares.
+/// What every task of a running proxy shares: one generation's snapshot (`generation`,
+/// `policy`, `guard`, `signers`) and the run's handles. Built whole once, at start; every
+/// other is this one with a field or two replaced ([`Shared::for_worker`],
+/// [`Shared::current`]).
+#[derive(Clone)]
 pub(crate) struct Shared {
     /// The generation these three belong to, of those `live` has held.
     pub(crate) generation: u64,
@@ -57,20 +61,9 @@ impl Shared {
     /// The same, with upstream pools and counters of its own, for one worker thread.
     pub(crate) fn for_worker(&self, counters: Arc<Counters>) -> Shared {
         Shared {
-            generation: self.generation,
-            policy: self.policy.clone(),
-            guard: self.guard.clone(),
-            signers: self.signers.clone(),
-            live: self.live.clone(),
             counters,
-            budgets: self.budgets.clone(),
-            credentials: self.credentials.clone(),
-            terminator: self.terminator.clone(),
             upstream: self.upstream.with_own_pools(),
-            audit: self.audit.clone(),
-            limits: self.limits,
-            connections: self.connections.clone(),
-            shutdown: self.shutdown.clone(),
+            ..self.clone()
         }
     }
 
@@ -81,29 +74,22 @@ impl Shared {
             return self.clone();
         }
         let declared = self.live.current();
+        // Its own address policy and pools: nothing dialled under the generation before is
+        // reused under this one. A reload that kept the declaration (a rotated value) keeps
+        // the pools: the address policy is the same.
+        let upstream = if Arc::ptr_eq(&declared.policy, &self.policy) {
+            self.upstream.clone()
+        } else {
+            self.upstream
+                .for_generation(allow_ips(&declared.policy, &self.live))
+        };
         Arc::new(Shared {
             generation: declared.generation,
             policy: declared.policy.clone(),
             guard: declared.guard.clone(),
             signers: declared.signers.clone(),
-            live: self.live.clone(),
-            counters: self.counters.clone(),
-            budgets: self.budgets.clone(),
-            credentials: self.credentials.clone(),
-            terminator: self.terminator.clone(),
-            // Its own address policy and pools: nothing dialled under the generation
-            // before is reused under this one. A reload that kept the declaration (a
-            // rotated value) keeps the pools: the address policy is the same.
-            upstream: if Arc::ptr_eq(&declared.policy, &self.policy) {
-                self.upstream.clone()
-            } else {
-                self.upstream
-                    .for_generation(allow_ips(&declared.policy, &self.live))
-            },
-            audit: self.audit.clone(),
-            limits: self.limits,
-            connections: self.connections.clone(),
-            shutdown: self.shutdown.clone(),
+            upstream,
+            ..Shared::clone(self)
         })
     }
 

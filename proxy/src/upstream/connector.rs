@@ -89,7 +89,7 @@ impl Dialer {
                 host: host.to_owned(),
             })?
             .map_err(
-                |source| match super::pin::PinMismatch::in_handshake(&source) {
+                |source| match super::pinned::PinMismatch::in_handshake(&source) {
                     Some(mismatch) => UpstreamError::PinMismatch {
                         host: host.to_owned(),
                         secrets: mismatch.secrets.clone(),

@@ -6,7 +6,7 @@
 
 mod address;
 mod connector;
-mod pin;
+mod pinned;
 mod pool;
 mod resolve;
 
@@ -26,11 +26,11 @@ use rustls_pki_types::pem::PemObject;
 use tokio::net::TcpStream;
 
 pub(crate) use connector::{Connector, UpstreamConn};
-pub(crate) use pin::{PinDemand, PinSet};
+pub(crate) use pinned::{PinDemand, PinSet};
 pub(crate) use resolve::{Refused, Resolver};
 
 use crate::body::Body;
-use pin::{PinBase, PinnedLegs};
+use pinned::{PinBase, PinnedLegs};
 use pool::Http1Pool;
 
 /// Timeouts on the upstream leg.
