@@ -81,8 +81,8 @@ pub enum GuardError {
     /// The character itself is not echoed: a real secret pasted where a placeholder belongs
     /// must not end up in a log.
     #[error(
-        "placeholder has a character outside [A-Za-z0-9_] at byte {position}, \
-         expected only ASCII letters, digits and `_`"
+        "placeholder has a character outside [A-Za-z0-9_-] at byte {position}, \
+         expected only ASCII letters, digits, `_` and `-`"
     )]
     PlaceholderCharacter {
         /// Byte offset of the first offending character.

@@ -105,7 +105,7 @@ impl fmt::Debug for SecretValue {
 }
 
 /// The stand-in a sandbox holds instead of a secret: at least [`MIN_PLACEHOLDER_LEN`]
-/// characters of `[A-Za-z0-9_]`, so that no encoding a client applies (percent-encoding, JSON
+/// characters of `[A-Za-z0-9_-]`, so that no encoding a client applies (percent-encoding, JSON
 /// escaping, header folding) changes it.
 ///
 /// A placeholder is not a secret; it prints as itself.
@@ -151,7 +151,7 @@ impl Placeholder {
     pub fn parse(s: &str) -> Result<Self, GuardError> {
         if let Some(position) = s
             .bytes()
-            .position(|b| !(b.is_ascii_alphanumeric() || b == b'_'))
+            .position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
         {
             return Err(GuardError::PlaceholderCharacter { position });
         }
@@ -236,7 +236,7 @@ mod tests {
                 GuardError::PlaceholderTooShort { len: 12, min: 16 },
             ),
             (
-                "has-a-dash-in-it-here",
+                "has.a.dot.in.it.here",
                 GuardError::PlaceholderCharacter { position: 3 },
             ),
             (

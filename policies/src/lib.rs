@@ -51,6 +51,7 @@ mod placeholder;
 mod policy;
 mod raw;
 mod rules;
+pub mod shape;
 mod source;
 mod validate;
 
@@ -64,8 +65,8 @@ pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
 pub use model::{
-    Budget, Literal, Location, Place, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, Source,
-    part_secret_name, placeholder_name,
+    Budget, Literal, Location, Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl,
+    SigningPart, Sink, Source, part_secret_name, placeholder_name,
 };
 pub use pin::SpkiPin;
 pub use placeholder::{MintError, NONCE_BYTES, Placeholders};

@@ -166,6 +166,20 @@ pub enum Source {
     Literal(Literal),
 }
 
+/// What a secret's placeholder looks like (`placeholder:`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlaceholderForm {
+    /// No `placeholder:`: shaped like the value when it is in a well-known format
+    /// (`shape::FORMATS`), `SLUICE_<NAME>_<nonce>` otherwise.
+    Default,
+    /// `placeholder: shaped`: the value's own shape, whatever it is.
+    Shaped,
+    /// `placeholder: plain`: always `SLUICE_<NAME>_<nonce>`.
+    Plain,
+    /// `placeholder: "<literal>"`: this one, every run.
+    Fixed(String),
+}
+
 /// One secret's declaration, compiled.
 #[derive(Debug)]
 pub struct SecretDecl {
@@ -175,7 +189,7 @@ pub struct SecretDecl {
     pub(crate) sinks_explicit: bool,
     pub(crate) locations: Vec<Place>,
     pub(crate) header_names: Option<Vec<String>>,
-    pub(crate) placeholder: Option<String>,
+    pub(crate) placeholder: PlaceholderForm,
     /// `allow:`: the requests it may be swapped into; `None` admits every request.
     pub(crate) rules: Option<RequestRules>,
     /// `budget:`: how many requests per window it may be swapped into.
@@ -314,7 +328,15 @@ impl SecretDecl {
 
     /// The fixed `placeholder:`, when the declaration gives one.
     pub fn fixed_placeholder(&self) -> Option<&str> {
-        self.placeholder.as_deref()
+        match &self.placeholder {
+            PlaceholderForm::Fixed(fixed) => Some(fixed),
+            _ => None,
+        }
+    }
+
+    /// What `placeholder:` asks for.
+    pub fn placeholder_form(&self) -> &PlaceholderForm {
+        &self.placeholder
     }
 
     /// Where its value is read.

@@ -1,10 +1,13 @@
 //! Per-run placeholders: `SLUICE_<NAME>_<nonce>` for each secret without a fixed
-//! `placeholder:`, the nonce drawn from the operating system's random source.
+//! `placeholder:`, the nonce drawn from the operating system's random source, or a
+//! placeholder shaped like the value ([`crate::shape`]) when minted with it
+//! ([`Policy::resolve_minting`]).
 //!
-//! A placeholder is not a secret; this module never sees a value.
+//! A placeholder is not a secret; this module takes a value's shape, never the value.
 
-use crate::model::{SecretDecl, SigningPart, placeholder_name};
+use crate::model::{PlaceholderForm, SecretDecl, SigningPart, placeholder_name};
 use crate::policy::Policy;
+use crate::shape::Shape;
 
 /// Random bytes per minted nonce: 96 bits, above the 64 the contract asks.
 pub const NONCE_BYTES: usize = 12;
@@ -19,7 +22,7 @@ const UPPER_ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 /// `n` characters drawn uniformly from `alphabet` (rejection sampling: no modulo bias).
-fn random_chars(n: usize, alphabet: &[u8]) -> Result<String, MintError> {
+pub(crate) fn random_chars(n: usize, alphabet: &[u8]) -> Result<String, MintError> {
     let limit = 256 - 256 % alphabet.len();
     let mut out = String::with_capacity(n);
     let mut buf = [0u8; 64];
@@ -78,7 +81,7 @@ impl FromIterator<(String, String)> for Placeholders {
 /// Why placeholders could not be minted.
 #[derive(Debug, thiserror::Error)]
 #[error("the operating system's random source failed: {0}")]
-pub struct MintError(getrandom::Error);
+pub struct MintError(pub(crate) getrandom::Error);
 
 impl Policy {
     /// Mints this run's placeholders: the fixed `placeholder:` where the declaration gives
@@ -109,10 +112,10 @@ impl Policy {
     ) -> Result<Placeholders, MintError> {
         let mut entries = Vec::with_capacity(self.secrets.len());
         for secret in &self.secrets {
-            let placeholder = match (&secret.placeholder, earlier.get(&secret.name)) {
-                (Some(fixed), _) => fixed.clone(),
+            let placeholder = match (secret.fixed_placeholder(), earlier.get(&secret.name)) {
+                (Some(fixed), _) => fixed.to_owned(),
                 (None, Some(kept)) => kept.to_owned(),
-                (None, None) => mint_one(secret)?,
+                (None, None) => mint_one(secret, None)?,
             };
             entries.push((secret.name.clone(), placeholder));
         }
@@ -131,8 +134,20 @@ impl Policy {
 }
 
 /// A fresh placeholder for `secret`, shaped as its kind needs: an AWS access key id's and
-/// secret key's the way SDKs accept them, every other `SLUICE_<NAME>_<nonce>`.
-fn mint_one(secret: &SecretDecl) -> Result<String, MintError> {
+/// secret key's the way SDKs accept them; `value`'s shape where its `placeholder:` form asks
+/// for one and `value` has one ([`Shape::known`] by default, [`Shape::of_value`] under
+/// `shaped`); every other `SLUICE_<NAME>_<nonce>`. Without `value` (minting before the
+/// values are read), never shaped.
+pub(crate) fn mint_one(secret: &SecretDecl, value: Option<&[u8]>) -> Result<String, MintError> {
+    let shape = match (secret.placeholder_form(), value) {
+        _ if secret.signs.is_some() => None,
+        (PlaceholderForm::Default, Some(value)) => Shape::known(value),
+        (PlaceholderForm::Shaped, Some(value)) => Shape::of_value(value),
+        _ => None,
+    };
+    if let Some(shape) = shape {
+        return shape.mint();
+    }
     Ok(match secret.signs {
         Some((_, SigningPart::AccessKeyId)) => {
             format!("SLUICE{}", random_chars(ACCESS_KEY_ID_CHARS, UPPER_ALNUM)?)

@@ -9,7 +9,7 @@ use sluice_guard::{Guard, MIN_VALUE_LEN, Placeholder, SecretValue};
 use zeroize::Zeroizing;
 
 use crate::error::SourceError;
-use crate::model::{Place, Sink, Source};
+use crate::model::{Place, SecretDecl, Sink, Source};
 use crate::placeholder::Placeholders;
 use crate::policy::Policy;
 use crate::validate::header_unfit_byte;
@@ -48,56 +48,8 @@ impl Policy {
     pub fn resolve(&self, placeholders: &Placeholders) -> Result<Vec<ResolvedSecret>, SourceError> {
         let mut out = Vec::with_capacity(self.secrets.len());
         for secret in &self.secrets {
+            let value = read_value(secret)?;
             let name = secret.name.clone();
-            let value: Zeroizing<Vec<u8>> = match &secret.source {
-                Source::Env(var) => match std::env::var_os(var) {
-                    Some(v) => Zeroizing::new(os_bytes(v)),
-                    None => {
-                        return Err(SourceError::EnvMissing {
-                            secret: name,
-                            var: var.clone(),
-                        });
-                    }
-                },
-                Source::File(path) => {
-                    let mut bytes = Zeroizing::new(std::fs::read(path).map_err(|e| {
-                        SourceError::FileUnreadable {
-                            secret: name.clone(),
-                            path: path.clone(),
-                            kind: e.kind(),
-                        }
-                    })?);
-                    if bytes.last() == Some(&b'\n') {
-                        bytes.pop();
-                        if bytes.last() == Some(&b'\r') {
-                            bytes.pop();
-                        }
-                    }
-                    bytes
-                }
-                Source::Command(argv) => {
-                    crate::command::run(&name, argv, crate::command::COMMAND_TIMEOUT)?
-                }
-                Source::Literal(lit) => Zeroizing::new(lit.0.to_vec()),
-            };
-            if value.len() < MIN_VALUE_LEN {
-                return Err(SourceError::TooShort {
-                    secret: name,
-                    len: value.len(),
-                    min: MIN_VALUE_LEN,
-                });
-            }
-            // A signing part is written into a header by the re-signer (the key id in
-            // `Authorization`, the token in `x-amz-security-token`): printable ASCII only.
-            if secret.signs.is_some() && !value.iter().all(u8::is_ascii_graphic) {
-                return Err(SourceError::UnfitForSigning { secret: name });
-            }
-            if secret.grants(Sink::Egress)
-                && secret.locations.contains(&Place::Header)
-                && let Some(byte) = header_unfit_byte(&value)
-            {
-                return Err(SourceError::UnfitForHeader { secret: name, byte });
-            }
             let Some(placeholder) = placeholders.get(&name) else {
                 return Err(SourceError::NoPlaceholder { secret: name });
             };
@@ -108,6 +60,50 @@ impl Policy {
             });
         }
         Ok(out)
+    }
+
+    /// Reads every secret's value, as [`Policy::resolve`] does, and mints this run's
+    /// placeholders with them: a secret `earlier` has a placeholder for keeps it (the sandbox
+    /// holds it), a fixed `placeholder:` is itself, and every other is minted as
+    /// [`Policy::try_mint_placeholders_after`] mints it, except that a value in a well-known
+    /// format (or any value, under `placeholder: shaped`) gets a placeholder of its shape
+    /// ([`crate::shape`]). The value is read for its shape only.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SourceError`]; [`SourceError::Random`] when the random source fails.
+    pub fn resolve_minting(
+        &self,
+        earlier: &Placeholders,
+    ) -> Result<(Placeholders, Vec<ResolvedSecret>), SourceError> {
+        let mut out: Vec<ResolvedSecret> = Vec::with_capacity(self.secrets.len());
+        for secret in &self.secrets {
+            let value = read_value(secret)?;
+            let placeholder = match (secret.fixed_placeholder(), earlier.get(&secret.name)) {
+                (Some(fixed), _) => fixed.to_owned(),
+                (None, Some(kept)) => kept.to_owned(),
+                (None, None) => loop {
+                    // Unique in the run and never the value: a draw that collides (as good
+                    // as impossible at 64 random bits) is drawn again.
+                    let minted = crate::placeholder::mint_one(secret, Some(&value))?;
+                    if minted.as_bytes() != value.as_slice()
+                        && out.iter().all(|o| o.placeholder != minted)
+                    {
+                        break minted;
+                    }
+                },
+            };
+            out.push(ResolvedSecret {
+                name: secret.name.clone(),
+                placeholder,
+                value,
+            });
+        }
+        let placeholders = out
+            .iter()
+            .map(|r| (r.name.clone(), r.placeholder.clone()))
+            .collect();
+        Ok((placeholders, out))
     }
 }
 
@@ -151,4 +147,60 @@ fn os_bytes(v: std::ffi::OsString) -> Vec<u8> {
 #[cfg(not(unix))]
 fn os_bytes(v: std::ffi::OsString) -> Vec<u8> {
     v.to_string_lossy().into_owned().into_bytes()
+}
+
+/// One secret's value, read from its source and checked: at least [`MIN_VALUE_LEN`] bytes,
+/// printable ASCII for a signing part, free of CR, LF and NUL where it may be swapped into a
+/// header.
+fn read_value(secret: &SecretDecl) -> Result<Zeroizing<Vec<u8>>, SourceError> {
+    let name = secret.name.clone();
+    let value: Zeroizing<Vec<u8>> = match &secret.source {
+        Source::Env(var) => match std::env::var_os(var) {
+            Some(v) => Zeroizing::new(os_bytes(v)),
+            None => {
+                return Err(SourceError::EnvMissing {
+                    secret: name,
+                    var: var.clone(),
+                });
+            }
+        },
+        Source::File(path) => {
+            let mut bytes =
+                Zeroizing::new(
+                    std::fs::read(path).map_err(|e| SourceError::FileUnreadable {
+                        secret: name.clone(),
+                        path: path.clone(),
+                        kind: e.kind(),
+                    })?,
+                );
+            if bytes.last() == Some(&b'\n') {
+                bytes.pop();
+                if bytes.last() == Some(&b'\r') {
+                    bytes.pop();
+                }
+            }
+            bytes
+        }
+        Source::Command(argv) => crate::command::run(&name, argv, crate::command::COMMAND_TIMEOUT)?,
+        Source::Literal(lit) => Zeroizing::new(lit.0.to_vec()),
+    };
+    if value.len() < MIN_VALUE_LEN {
+        return Err(SourceError::TooShort {
+            secret: name,
+            len: value.len(),
+            min: MIN_VALUE_LEN,
+        });
+    }
+    // A signing part is written into a header by the re-signer (the key id in
+    // `Authorization`, the token in `x-amz-security-token`): printable ASCII only.
+    if secret.signs.is_some() && !value.iter().all(u8::is_ascii_graphic) {
+        return Err(SourceError::UnfitForSigning { secret: name });
+    }
+    if secret.grants(Sink::Egress)
+        && secret.locations.contains(&Place::Header)
+        && let Some(byte) = header_unfit_byte(&value)
+    {
+        return Err(SourceError::UnfitForHeader { secret: name, byte });
+    }
+    Ok(value)
 }

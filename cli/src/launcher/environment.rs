@@ -102,7 +102,10 @@ fn inherited(
         } else {
             value
         };
-        let why = credentials::judge(&key.to_string_lossy(), value.as_bytes());
+        // sluice's own placeholders are not credentials, however shaped (a `ghp_` one looks
+        // like a GitHub token by design): judged without them.
+        let judged = without_placeholders(guard, value.as_bytes());
+        let why = credentials::judge(&key.to_string_lossy(), &judged);
         // A redacted variable holds placeholders now, whatever its name says (a declared
         // secret's source variable is how the command finds its placeholder); but another
         // credential's shape left beside them still withholds it.
@@ -118,6 +121,23 @@ fn inherited(
         }
     }
     (env, withheld)
+}
+
+/// `text` with each of the guard's placeholders in it cut out (a space in its place, so
+/// that what stood around it is not joined into one word).
+fn without_placeholders(guard: &Guard, text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut at = 0;
+    for hit in guard
+        .find_iter(text)
+        .filter(|hit| hit.form == sluice_guard::Form::Placeholder)
+    {
+        out.extend_from_slice(&text[at..hit.start]);
+        out.push(b' ');
+        at = hit.end;
+    }
+    out.extend_from_slice(&text[at..]);
+    out
 }
 
 /// Names each withheld variable on stderr, and why, never its value; then the two fixes.
@@ -229,5 +249,35 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_shaped_placeholder_is_inherited_though_it_looks_like_a_token() {
+        let value = "ghp_realrealrealrealrealrealreal1234ab";
+        let placeholder = "ghp_PLACEHOLDERplaceholder0123456789AB";
+        let mut builder = Guard::builder();
+        builder
+            .add(
+                "gh",
+                Placeholder::parse(placeholder).unwrap(),
+                SecretValue::from(value),
+            )
+            .unwrap();
+        let guard = builder.build().unwrap();
+        let vars: Vec<(OsString, OsString)> = vec![
+            ("MY_GH".into(), value.into()),
+            // Another token beside a known one still withholds the variable.
+            (
+                "BOTH".into(),
+                format!("{value} ghp_0123456789abcdefABCDEF0123456789abcd").into(),
+            ),
+        ];
+        let (env, withheld) = inherited(vars, &guard, &[]);
+        assert_eq!(
+            env.get(OsStr::new("MY_GH")),
+            Some(&OsString::from(placeholder))
+        );
+        assert!(!env.contains_key(OsStr::new("BOTH")), "{env:?}");
+        assert!(withheld.iter().any(|(name, _)| name == "BOTH"));
     }
 }

@@ -51,7 +51,7 @@ impl Problem {
                 format!("remove `header` from secrets.{secret}.in, or fix the value")
             }
             Problem::PlaceholderAlphabet { .. } | Problem::PlaceholderTooShort { .. } => {
-                format!("use at least {MIN_PLACEHOLDER_LEN} characters of A-Z, a-z, 0-9 and _, or delete `placeholder:` to have one minted per run")
+                format!("use at least {MIN_PLACEHOLDER_LEN} characters of A-Z, a-z, 0-9, _ and -, or write `placeholder: shaped` (shaped like the value) or `plain` (SLUICE_<NAME>_<nonce>), or delete `placeholder:` to have one minted per run")
             }
             Problem::SharedPlaceholder { secret, .. } | Problem::PlaceholderContains { secret, .. } => {
                 format!("give secrets.{secret} a distinct placeholder (or rename the secret)")

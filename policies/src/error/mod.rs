@@ -205,8 +205,8 @@ pub enum Problem {
         /// `CR`, `LF` or `NUL`.
         byte: &'static str,
     },
-    /// A fixed placeholder with a character outside `[A-Za-z0-9_]`.
-    #[error("secret {secret}: placeholder holds `{found}`, expected only A-Z, a-z, 0-9 and _")]
+    /// A fixed placeholder with a character outside `[A-Za-z0-9_-]`.
+    #[error("secret {secret}: placeholder holds `{found}`, expected only A-Z, a-z, 0-9, _ and -")]
     PlaceholderAlphabet {
         /// The secret's name.
         secret: String,

@@ -80,4 +80,7 @@ pub enum SourceError {
     /// its messages name secrets, never values).
     #[error("the guard refused the secrets: {0}")]
     Guard(#[from] sluice_guard::GuardError),
+    /// The operating system's random source failed while minting placeholders.
+    #[error(transparent)]
+    Random(#[from] crate::placeholder::MintError),
 }

@@ -403,10 +403,10 @@ secrets:
 #[test]
 fn placeholders_must_be_long_and_of_the_safe_alphabet() {
     let d = errors(&format!(
-        "{HEAD}    sinks: []\n    placeholder: \"PLACEHOLDER-WITH-DASH\"\n"
+        "{HEAD}    sinks: []\n    placeholder: \"PLACEHOLDER.WITH.DOTS\"\n"
     ));
     expect_at(&d.0, 6, 18, |p| {
-        matches!(p, Problem::PlaceholderAlphabet { found: '-', .. })
+        matches!(p, Problem::PlaceholderAlphabet { found: '.', .. })
     });
     let d = errors(&format!(
         "{HEAD}    sinks: []\n    placeholder: SHORT_ONE\n"
@@ -421,6 +421,69 @@ fn placeholders_must_be_long_and_of_the_safe_alphabet() {
             }
         )
     });
+}
+
+#[test]
+fn placeholder_forms_are_words_and_a_literal_may_hold_a_dash() {
+    for (written, form) in [
+        ("shaped", PlaceholderForm::Shaped),
+        ("plain", PlaceholderForm::Plain),
+        (
+            "PLACEHOLDER-WITH-DASH",
+            PlaceholderForm::Fixed("PLACEHOLDER-WITH-DASH".into()),
+        ),
+    ] {
+        let yaml = format!("{HEAD}    sinks: []\n    placeholder: {written}\n");
+        let policy = Policy::parse(&yaml, "p.yaml").unwrap().policy;
+        assert_eq!(policy.secrets()[0].placeholder_form(), &form, "{written}");
+    }
+    let yaml = format!("{HEAD}    sinks: []\n");
+    let policy = Policy::parse(&yaml, "p.yaml").unwrap().policy;
+    assert_eq!(
+        policy.secrets()[0].placeholder_form(),
+        &PlaceholderForm::Default
+    );
+}
+
+#[test]
+fn a_well_known_value_gets_a_placeholder_of_its_shape_unless_plain() {
+    let dir = temp_dir("shaped");
+    std::fs::write(dir.join("gh"), "ghp_REALrealREALrealREALrealREALreal1234").unwrap();
+    std::fs::write(
+        dir.join("other"),
+        "ghp_OTHERotherOTHERotherOTHERotherOTHER1",
+    )
+    .unwrap();
+    std::fs::write(dir.join("any"), "acme_live_0123456789abcdefABCDEF").unwrap();
+    let decl = dir.join("policy.yaml");
+    std::fs::write(
+        &decl,
+        "version: 1\nsecrets:\n  gh:\n    from: { file: gh }\n    sinks: []\n  other:\n    from: { file: other }\n    sinks: []\n    placeholder: plain\n  any:\n    from: { file: any }\n    sinks: []\n    placeholder: shaped\n",
+    )
+    .unwrap();
+    let policy = Policy::load(&decl).unwrap().policy;
+    let earlier = Placeholders::from_iter([]);
+    let (placeholders, resolved) = policy.resolve_minting(&earlier).unwrap();
+    let gh = placeholders.get("gh").unwrap();
+    assert!(gh.starts_with("ghp_") && gh.len() == 40, "{gh}");
+    assert!(crate::shape::checksum_holds(gh), "{gh}");
+    assert!(
+        placeholders
+            .get("other")
+            .unwrap()
+            .starts_with("SLUICE_OTHER_")
+    );
+    let any = placeholders.get("any").unwrap();
+    assert!(any.starts_with("acme_live_") && any.len() == 32, "{any}");
+    assert_eq!(resolved.len(), 3);
+    // A placeholder the run handed out already is kept, shaped or not.
+    let kept = Placeholders::from_iter([("gh".to_owned(), gh.to_owned())]);
+    let (again, _) = policy.resolve_minting(&kept).unwrap();
+    assert_eq!(again.get("gh"), Some(gh));
+    assert_ne!(again.get("any"), Some(any));
+    // Minted without the values (before any is read), nothing is shaped.
+    let unread = policy.mint_placeholders();
+    assert!(unread.get("gh").unwrap().starts_with("SLUICE_GH_"));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use super::{Ctx, Pos, budget, pin, push_at, rules, source};
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
-use crate::model::{Place, SecretDecl, Sink, placeholder_name};
+use crate::model::{Place, PlaceholderForm, SecretDecl, Sink, placeholder_name};
 use crate::raw::RawSecret;
 
 /// Validates one secret. Returns its compiled form (`None` when it has errors) and its
@@ -202,12 +202,13 @@ pub(super) fn secret_decl(
     // hosts
     let hosts = granted_hosts(cx, name, s.hosts.as_ref(), &base, egress, passthrough);
 
-    // placeholder (alphabet and length; sharing is checked across secrets)
-    if let Some(ph) = &s.placeholder {
+    // placeholder (a form, or a literal's alphabet and length; sharing is checked across
+    // secrets)
+    if let Some(ph) = s.placeholder.as_ref().filter(|p| !is_form(&p.value)) {
         if let Some(bad) = ph
             .value
             .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_'))
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
         {
             cx.at(
                 ph,
@@ -249,7 +250,12 @@ pub(super) fn secret_decl(
             sinks_explicit: s.sinks.is_some(),
             locations,
             header_names,
-            placeholder: s.placeholder.as_ref().map(|p| p.value.clone()),
+            placeholder: match s.placeholder.as_ref().map(|p| p.value.as_str()) {
+                None => PlaceholderForm::Default,
+                Some(SHAPED) => PlaceholderForm::Shaped,
+                Some(PLAIN) => PlaceholderForm::Plain,
+                Some(fixed) => PlaceholderForm::Fixed(fixed.to_owned()),
+            },
             rules,
             budget,
             pins,
@@ -363,6 +369,17 @@ fn covers(outer: &HostPattern, inner: &HostPattern) -> bool {
     }
 }
 
+/// `placeholder: shaped`: the value's own shape.
+const SHAPED: &str = "shaped";
+/// `placeholder: plain`: the `SLUICE_<NAME>_<nonce>` form.
+const PLAIN: &str = "plain";
+
+/// Whether a `placeholder:` names a form rather than a literal placeholder (a literal is at
+/// least 16 characters, so neither word can be one).
+fn is_form(placeholder: &str) -> bool {
+    placeholder == SHAPED || placeholder == PLAIN
+}
+
 /// Placeholders shared or nested across secrets (fixed, or minted from names that map to
 /// the same `SLUICE_<NAME>_` prefix).
 pub(super) fn placeholders(cx: &mut Ctx<'_>, secrets: &[(Spanned<String>, Spanned<RawSecret>)]) {
@@ -370,7 +387,12 @@ pub(super) fn placeholders(cx: &mut Ctx<'_>, secrets: &[(Spanned<String>, Spanne
     let mut minted: HashMap<String, &str> = HashMap::new();
     for (name, secret) in secrets {
         let n = name.value.as_str();
-        match &secret.value.placeholder {
+        match secret
+            .value
+            .placeholder
+            .as_ref()
+            .filter(|p| !is_form(&p.value))
+        {
             Some(ph) => {
                 let path = format!("secrets.{n}.placeholder");
                 if let Some((other, _)) = fixed.iter().find(|(_, p)| p.value == ph.value) {

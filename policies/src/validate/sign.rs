@@ -18,7 +18,8 @@ use crate::error::{BudgetProblem, PinProblem};
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
 use crate::model::{
-    Place, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, part_secret_name, placeholder_name,
+    Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl, SigningPart, Sink, part_secret_name,
+    placeholder_name,
 };
 use crate::raw::{RawPartFrom, RawSecret, SpannedList};
 use crate::rules::RuleProblem;
@@ -213,7 +214,7 @@ pub(super) fn signer_decl(
                 // signature it belongs in is refused like any ungranted one.
                 locations: Vec::<Place>::new(),
                 header_names: None,
-                placeholder: None,
+                placeholder: PlaceholderForm::Plain,
                 source,
                 signs: None,
             };

@@ -134,8 +134,12 @@ impl Live {
     /// read once.
     pub(crate) fn start(policy: Policy, path: Option<PathBuf>) -> Result<Self, ReloadError> {
         let mut known = Known::default();
-        let placeholders = policy.try_mint_placeholders()?;
-        let declared = build(Arc::new(policy), placeholders, &mut known, None)?;
+        let declared = build(
+            Arc::new(policy),
+            &Placeholders::from_iter([]),
+            &mut known,
+            None,
+        )?;
         Ok(Self {
             current: ArcSwap::from_pointee(declared),
             known: Mutex::new(known),
@@ -191,8 +195,7 @@ impl Live {
             .iter()
             .map(|(name, k)| (name.clone(), k.placeholder.clone()))
             .collect();
-        let placeholders = policy.try_mint_placeholders_after(&earlier)?;
-        let mut next = build(policy, placeholders, &mut known, Some(&previous))?;
+        let mut next = build(policy, &earlier, &mut known, Some(&previous))?;
         next.file_digest = Some(file_digest);
         let next = Arc::new(next);
         self.current.store(next.clone());
@@ -372,16 +375,18 @@ fn guard_input<'a>(resolved: &'a [ResolvedSecret], known: &'a Known) -> GuardInp
     input
 }
 
-/// Builds a generation: every source read, the guard over every value the run has known
+/// Builds a generation: every source read and the placeholders minted with them (a secret
+/// `earlier` knows keeps its; the others are shaped like their values where they may be),
+/// the guard over every value the run has known
 /// (the guard in force reused when none of that changed: a reload that changes grants
 /// only), the signers; `known` learns the new values only once everything succeeded.
 fn build(
     policy: Arc<Policy>,
-    placeholders: Placeholders,
+    earlier: &Placeholders,
     known: &mut Known,
     previous: Option<&Declared>,
 ) -> Result<Declared, ReloadError> {
-    let resolved = policy.resolve(&placeholders)?;
+    let (placeholders, resolved) = policy.resolve_minting(earlier)?;
     let signers = Arc::new(Signers::new(&policy, &resolved));
     let input = guard_input(&resolved, known);
     let digest = input.digest();
