@@ -34,7 +34,7 @@
 //! # let dir = std::env::temp_dir().join(format!("sluice-audit-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
-//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![] };
+//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default() };
 //! let log = AuditLog::open(&path, "run-1", start)?;
 //! log.record(
 //!     Event::new(EventKind::Swap)
@@ -92,6 +92,9 @@ pub struct StartInfo {
     /// The inherited variables the launcher withheld from its command (names only; empty
     /// for `sluice serve`).
     pub withheld: Vec<String>,
+    /// Each secret's placeholder form at start (`plain`, `fixed`, `shaped ghp_`, `shaped`):
+    /// words and public prefixes, never a placeholder or a value. Empty writes nothing.
+    pub placeholders: std::collections::BTreeMap<String, String>,
 }
 
 /// A redaction the log applies to every free-text field of every event before it is
@@ -346,6 +349,8 @@ pub(crate) struct Line {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) withheld: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) placeholders: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) counts: Option<Counts>,
     /// On a `start` appended to an existing log: the SHA-256 of the line before it, so that
     /// the runs of one file chain too.
@@ -377,6 +382,7 @@ impl Line {
             policy_sha256: None,
             ca_sha256: None,
             withheld: None,
+            placeholders: None,
             counts: None,
             follows: None,
             segment: None,

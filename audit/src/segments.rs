@@ -247,6 +247,7 @@ pub(crate) mod tests {
             policy_sha256: "ab".repeat(32),
             ca_sha256: "cd".repeat(32),
             withheld: Vec::new(),
+            placeholders: Default::default(),
         }
     }
 
@@ -527,6 +528,7 @@ mod tiny_age {
             policy_sha256: "ab".repeat(32),
             ca_sha256: "cd".repeat(32),
             withheld: Vec::new(),
+            placeholders: Default::default(),
         };
         let rotation = Rotation {
             max_bytes: None,

@@ -40,6 +40,7 @@ fn start_info() -> StartInfo {
         policy_sha256: "a1".repeat(32),
         ca_sha256: "b2".repeat(32),
         withheld: Vec::new(),
+        placeholders: Default::default(),
     }
 }
 
@@ -292,6 +293,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
         policy_sha256: "ghp_notadigestbutasecretvalue".to_owned(),
         ca_sha256: "b2".repeat(32),
         withheld: Vec::new(),
+        placeholders: Default::default(),
     };
     let err = AuditLog::open(&path, "run-1", bad).unwrap_err();
     assert!(matches!(
@@ -306,6 +308,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
         policy_sha256: "A1".repeat(32),
         ca_sha256: "b2".repeat(32),
         withheld: Vec::new(),
+        placeholders: Default::default(),
     };
     assert!(AuditLog::open(&path, "run-1", upper).is_err());
     assert!(!path.exists(), "nothing is created for refused arguments");

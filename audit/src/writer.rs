@@ -243,6 +243,20 @@ impl AuditLog {
                 None => names.map(|name| cap(name, 200)).collect(),
             });
         }
+        if !start.placeholders.is_empty() {
+            // Secret names and form words; through the redactor like every free-text field.
+            let redact = |text: String| match &redactor {
+                Some(redact) => redact(cap(text, 200)),
+                None => cap(text, 200),
+            };
+            line.placeholders = Some(
+                start
+                    .placeholders
+                    .into_iter()
+                    .map(|(secret, form)| (redact(secret), redact(form)))
+                    .collect(),
+            );
+        }
         writer.write(line).map_err(start_error)?;
         writer.out.flush().map_err(start_error)?;
 

@@ -109,6 +109,7 @@ fn write_log(path: &Path, events: u64) -> Result<(), BenchError> {
         policy_sha256: "ab".repeat(32),
         ca_sha256: "cd".repeat(32),
         withheld: vec!["AWS_SECRET_ACCESS_KEY".to_owned()],
+        placeholders: Default::default(),
     };
     let rotation = Rotation {
         max_bytes: Some(64 * 1024 * 1024),

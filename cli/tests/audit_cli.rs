@@ -46,6 +46,7 @@ fn write_run(path: &Path) {
         policy_sha256: "0f".repeat(32),
         ca_sha256: "e1".repeat(32),
         withheld: Vec::new(),
+        placeholders: Default::default(),
     };
     let log = AuditLog::open(path, "cli-run", start).unwrap();
     for _ in 0..2 {

@@ -125,6 +125,20 @@ async fn shaped_placeholders_pass_their_clients_checks_and_reach_the_upstream_as
     }
     let audit = std::fs::read_to_string(d.join("audit.jsonl")).unwrap();
     assert!(audit.contains("\"swap\""), "{audit}");
+    // The start event says which form each secret got: words and public prefixes only.
+    let start_line = audit.lines().next().unwrap();
+    let start: serde_json::Value = serde_json::from_str(start_line).unwrap();
+    let forms = &start["placeholders"];
+    for (secret, form) in [
+        ("github_token", "shaped ghp_"),
+        ("anthropic_key", "shaped sk-ant-api03-"),
+        ("slack_bot", "shaped xoxb-"),
+        ("aws_key", "shaped AKIA"),
+        ("plain_token", "plain"),
+    ] {
+        assert_eq!(forms[secret], form, "{start_line}");
+    }
+    assert!(!start_line.contains(&placeholder), "{start_line}");
     for value in [GITHUB, ANTHROPIC, SLACK, AWS_KEY_ID, PLAIN] {
         assert!(!audit.contains(value), "a value in the audit log");
     }

@@ -264,6 +264,23 @@ impl Shape {
     }
 }
 
+/// What form `placeholder`, minted for `secret`, took, in words the `start` audit event and
+/// the launcher write: `fixed` (a literal `placeholder:`), `plain` (`SLUICE_…`), `shaped
+/// <prefix>` (a well-known format, whose prefix is public), or `shaped` (the value's own
+/// shape; its prefix, read off the value, is not repeated).
+pub fn form_of(secret: &crate::SecretDecl, placeholder: &str) -> String {
+    if secret.fixed_placeholder().is_some() {
+        return "fixed".to_owned();
+    }
+    if placeholder.starts_with("SLUICE") {
+        return "plain".to_owned();
+    }
+    match FORMATS.iter().find(|f| placeholder.starts_with(f.prefix)) {
+        Some(format) => format!("shaped {}", format.prefix),
+        None => "shaped".to_owned(),
+    }
+}
+
 /// Where `_` and `-` stand in `rest`.
 fn separators(rest: &[u8]) -> Vec<(usize, u8)> {
     rest.iter()

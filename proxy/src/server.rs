@@ -173,6 +173,19 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
             policy_sha256: declared.policy.sha256_hex().to_owned(),
             ca_sha256: ca.fingerprint_sha256(),
             withheld: config.withheld_env,
+            // Which form each secret's placeholder took (words, never a placeholder).
+            placeholders: declared
+                .policy
+                .secrets()
+                .iter()
+                .map(|secret| {
+                    let placeholder = declared.placeholders.get(secret.name()).unwrap_or_default();
+                    (
+                        secret.name().to_owned(),
+                        sluice_policies::shape::form_of(secret, placeholder),
+                    )
+                })
+                .collect(),
         },
         Some(redactor),
         config.audit_rotation,

@@ -12,6 +12,7 @@ fn start(withheld: &[&str]) -> StartInfo {
         policy_sha256: "ab".repeat(32),
         ca_sha256: "cd".repeat(32),
         withheld: withheld.iter().map(|s| (*s).to_owned()).collect(),
+        placeholders: Default::default(),
     }
 }
 
