@@ -130,13 +130,17 @@ pub enum EventKind {
     /// The launcher handed a real value to the command (the `command` or `file` sink);
     /// `location` says where (`env:NAME`, `file`), names only.
     Materialize,
+    /// sluice asked a token endpoint for a minted credential (`oauth2:`), or answered the
+    /// sandbox's own token request with placeholders; `host` is the endpoint, `reason` the
+    /// grant and the token's lifetime, or the provider's error code. Never a value.
+    Mint,
     /// The run ended; always the last line, written by [`AuditLog::close`].
     Stop,
 }
 
 impl EventKind {
     /// Every kind, in schema order.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::Start,
         EventKind::Swap,
         EventKind::Refuse,
@@ -147,6 +151,7 @@ impl EventKind {
         EventKind::AuthFail,
         EventKind::Reload,
         EventKind::Materialize,
+        EventKind::Mint,
         EventKind::Stop,
     ];
 
@@ -163,6 +168,7 @@ impl EventKind {
             EventKind::AuthFail => "auth_fail",
             EventKind::Reload => "reload",
             EventKind::Materialize => "materialize",
+            EventKind::Mint => "mint",
             EventKind::Stop => "stop",
         }
     }
@@ -290,6 +296,9 @@ pub struct Counts {
     /// `materialize` events (absent from the logs of a proxy without a launcher).
     #[serde(default)]
     pub materialize: u64,
+    /// `mint` events (tokens minted or refused, and the sandbox's token requests answered).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mint: u64,
     /// `reload` events (absent from the logs of a run that never reloaded).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reload: u64,
@@ -311,6 +320,7 @@ impl Counts {
             EventKind::Deny => self.deny += 1,
             EventKind::AuthFail => self.auth_fail += 1,
             EventKind::Materialize => self.materialize += 1,
+            EventKind::Mint => self.mint += 1,
             EventKind::Reload => self.reload += 1,
             EventKind::Start | EventKind::Stop => {}
         }

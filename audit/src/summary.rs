@@ -64,6 +64,9 @@ pub struct SummaryRow {
     pub auth_failures: u64,
     /// `materialize` events (values the launcher handed to the command).
     pub materialized: u64,
+    /// `mint` events (tokens minted or refused at a token endpoint, and the sandbox's own
+    /// token requests answered).
+    pub mints: u64,
 }
 
 impl SummaryRow {
@@ -136,6 +139,7 @@ fn tally(rows: &mut BTreeMap<(Option<String>, Option<String>), SummaryRow>, line
         EventKind::Deny => row.denials += 1,
         EventKind::AuthFail => row.auth_failures += 1,
         EventKind::Materialize => row.materialized += 1,
+        EventKind::Mint => row.mints += 1,
         EventKind::Start | EventKind::Stop | EventKind::Reload => {}
     }
 }
@@ -184,6 +188,7 @@ impl Summary {
                 "DENIED",
                 "AUTH_FAIL",
                 "MATERIALIZED",
+                "MINTS",
             ]
             .map(str::to_owned)
             .to_vec(),
@@ -200,12 +205,15 @@ impl Summary {
                 row.denials.to_string(),
                 row.auth_failures.to_string(),
                 row.materialized.to_string(),
+                row.mints.to_string(),
             ]);
         }
         render(
             &mut out,
             &table,
-            &[false, false, true, true, true, true, true, true, true, true],
+            &[
+                false, false, true, true, true, true, true, true, true, true, true,
+            ],
         );
 
         let mut reasons = vec![

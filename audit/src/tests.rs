@@ -128,6 +128,13 @@ fn known_run(path: &Path) {
             .policy_sha256("c3".repeat(32)),
     )
     .unwrap();
+    log.record(
+        Event::new(EventKind::Mint)
+            .secret("google")
+            .host("oauth2.googleapis.com")
+            .reason("minted refresh_token; expires in 3599s"),
+    )
+    .unwrap();
     log.close().unwrap();
 }
 
@@ -159,7 +166,7 @@ fn every_event_kind_is_written_with_its_fields() {
     let path = dir.join("audit.jsonl");
     known_run(&path);
     let lines = lines(&path);
-    assert_eq!(lines.len(), 15);
+    assert_eq!(lines.len(), 16);
     let events: Vec<String> = lines
         .iter()
         .map(|l| json(l)["event"].as_str().unwrap().to_owned())
@@ -203,9 +210,9 @@ fn every_event_kind_is_written_with_its_fields() {
     let reload = json(&lines[13]);
     assert_eq!(reload["event"], "reload");
     assert_eq!(reload["policy_sha256"], "c3".repeat(32));
-    let stop = json(&lines[14]);
+    let stop = json(&lines[15]);
     assert_eq!(stop["event"], "stop");
-    assert_eq!(stop["seq"], 15);
+    assert_eq!(stop["seq"], 16);
     let counts: Counts = serde_json::from_value(stop["counts"].clone()).unwrap();
     let expected = Counts {
         swap: 2,
@@ -216,6 +223,7 @@ fn every_event_kind_is_written_with_its_fields() {
         deny: 1,
         auth_fail: 1,
         materialize: 1,
+        mint: 1,
         reload: 1,
     };
     assert_eq!(counts, expected);
@@ -228,10 +236,10 @@ fn every_event_kind_is_written_with_its_fields() {
         assert!(ts.len() == 24 && ts.ends_with('Z'), "ts {ts}");
     }
     let verified = verify(&path).unwrap();
-    assert_eq!(verified.lines, 15);
+    assert_eq!(verified.lines, 16);
     assert!(verified.complete);
     assert_eq!(verified.counts, expected);
-    assert_eq!(verified.head, line_hash(lines[14].as_bytes()));
+    assert_eq!(verified.head, line_hash(lines[15].as_bytes()));
 }
 
 #[test]
@@ -638,7 +646,7 @@ fn a_request_full_of_secrets_leaves_none_in_the_log() {
         "https://…@api.example/v1/items?access_token=…&key=…&…&empty=…&sig=…#…"
     );
     assert_eq!(swap["method"], NONSTANDARD_METHOD);
-    assert_eq!(verify(&path).unwrap().lines, 20);
+    assert_eq!(verify(&path).unwrap().lines, 22);
 }
 
 #[test]
@@ -908,7 +916,7 @@ fn verification_catches_tampering() {
     after.push(good[1].clone());
     assert_eq!(
         broken_at(verify_lines(&dir, &after)),
-        (16, Break::AfterStop)
+        (17, Break::AfterStop)
     );
 
     // A second start inside the run: it does not follow the line before it.
@@ -945,7 +953,7 @@ fn verification_catches_tampering() {
         rechained.push(text);
     }
     let (line, why) = broken_at(verify_lines(&dir, &rechained));
-    assert_eq!(line, 14);
+    assert_eq!(line, 15);
     assert!(matches!(why, Break::StopCounts { .. }), "{why:?}");
 }
 
@@ -959,13 +967,13 @@ fn verification_catches_a_cut_tail_and_an_empty_file() {
     let cut = dir.join("cut.jsonl");
     std::fs::write(&cut, &text[..text.len() - 10]).unwrap();
     let (line, why) = broken_at(verify(&cut));
-    assert_eq!((line, why), (15, Break::NotTerminated));
+    assert_eq!((line, why), (16, Break::NotTerminated));
 
     // Whole lines cut from the end: the chain holds but `stop` is missing.
     let last_two = text[..text.len() - 1].rfind('\n').unwrap();
     std::fs::write(&cut, &text[..=last_two]).unwrap();
     let verified = verify(&cut).unwrap();
-    assert_eq!((verified.lines, verified.complete), (14, false));
+    assert_eq!((verified.lines, verified.complete), (15, false));
 
     std::fs::write(&cut, "").unwrap();
     assert_eq!(broken_at(verify(&cut)), (1, Break::Empty));
@@ -984,7 +992,7 @@ fn the_summary_counts_a_known_run() {
     let summary = summarize(std::slice::from_ref(&path)).unwrap();
     assert_eq!(summary.runs.len(), 1);
     assert_eq!(summary.runs[0].run_id, "run-known");
-    assert_eq!(summary.events, 15);
+    assert_eq!(summary.events, 16);
     assert_eq!(summary.reloads, 1);
     assert!(summary.runs[0].complete);
     let row = |secret: Option<&str>, host: Option<&str>| {
@@ -1008,12 +1016,13 @@ fn the_summary_counts_a_known_run() {
     assert_eq!(row(None, Some("169.254.169.254")).denials, 1);
     assert_eq!(row(None, None).auth_failures, 1);
     assert_eq!(row(Some("deploy_key"), None).materialized, 1);
-    assert_eq!(summary.rows.len(), 7);
+    assert_eq!(row(Some("google"), Some("oauth2.googleapis.com")).mints, 1);
+    assert_eq!(summary.rows.len(), 8);
 
     let table = summary.to_table();
     assert!(
         table.starts_with(
-            "run run-known: 15 events, chain intact\ndeclaration reloaded 1 time(s)\n"
+            "run run-known: 16 events, chain intact\ndeclaration reloaded 1 time(s)\n"
         ),
         "{table}"
     );
@@ -1031,6 +1040,7 @@ fn the_summary_counts_a_known_run() {
             "0",
             "0",
             "7",
+            "0",
             "0",
             "0",
             "0",

@@ -182,7 +182,7 @@ fn summary_tables_a_known_run() {
             .map(str::to_owned)
             .collect()
     };
-    // SECRET HOST SWAPS VERBATIM REFUSED REDACTED TUNNELS DENIED AUTH_FAIL MATERIALIZED
+    // SECRET HOST SWAPS VERBATIM REFUSED REDACTED TUNNELS DENIED AUTH_FAIL MATERIALIZED MINTS
     assert_eq!(
         row("api.github.com"),
         [
@@ -192,6 +192,7 @@ fn summary_tables_a_known_run() {
             "0",
             "0",
             "5",
+            "0",
             "0",
             "0",
             "0",

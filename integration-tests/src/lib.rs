@@ -10,6 +10,7 @@
 pub mod client;
 pub mod h2frame;
 pub mod h2wire;
+pub mod idp;
 pub mod launch;
 pub mod listen;
 pub mod pki;
@@ -21,6 +22,7 @@ pub mod served;
 pub mod upstream;
 
 pub use client::{Curl, CurlOutput, TunnelClient};
+pub use idp::{Fault, IdentityProvider, IdpConfig};
 pub use launch::{Launch, RunOutput};
 pub use pki::TestPki;
 pub use proxy::TestProxy;

@@ -45,6 +45,7 @@ mod grant;
 mod host;
 pub mod launcher_env;
 mod lint;
+mod mint;
 mod model;
 mod pin;
 mod placeholder;
@@ -58,12 +59,14 @@ mod validate;
 pub use budget::{BudgetLedger, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
 pub use error::{
-    BudgetProblem, Diagnostic, Diagnostics, HostError, PinProblem, Problem, Severity, SourceError,
+    BudgetProblem, Diagnostic, Diagnostics, HostError, MintProblem, PinProblem, Problem, Severity,
+    SourceError,
 };
 pub use fingerprint::fingerprint;
 pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
+pub use mint::{ClientId, Grant, MintPart, MinterDecl, TokenBody, TokenUrl, Want, mint_part_name};
 pub use model::{
     Budget, Literal, Location, Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl,
     SigningPart, Sink, Source, part_secret_name, placeholder_name,

@@ -164,6 +164,8 @@ pub enum Source {
     Command(Vec<String>),
     /// `value:` in the declaration itself.
     Literal(Literal),
+    /// `oauth2:`: the access token sluice mints; no source is read for it.
+    Minted,
 }
 
 /// What a secret's placeholder looks like (`placeholder:`).
@@ -201,6 +203,9 @@ pub struct SecretDecl {
     /// For a part of a signing secret: the signer's index in [`crate::Policy::signers`]
     /// and which part this is.
     pub(crate) signs: Option<(usize, SigningPart)>,
+    /// For a part of a minted secret: the minter's index in [`crate::Policy::minters`] and
+    /// which part this is.
+    pub(crate) mints: Option<(usize, crate::mint::MintPart)>,
 }
 
 impl SecretDecl {
@@ -266,6 +271,15 @@ impl SecretDecl {
         if let Some((_, part)) = self.signs {
             let hosts: Vec<String> = self.hosts.iter().map(ToString::to_string).collect();
             return format!("signs → {}; the {} part", hosts.join(", "), part.as_str());
+        }
+        if let Some((_, part)) = self.mints
+            && part != crate::mint::MintPart::AccessToken
+        {
+            let hosts: Vec<String> = self.hosts.iter().map(ToString::to_string).collect();
+            return format!(
+                "held by sluice for its token requests to {}; never swapped",
+                hosts.join(", ")
+            );
         }
         if self.sinks.is_empty() {
             return "redact-only".to_owned();
@@ -348,6 +362,12 @@ impl SecretDecl {
     /// and which part this is. Such a secret is never swapped: it only signs.
     pub fn signs(&self) -> Option<(usize, SigningPart)> {
         self.signs
+    }
+
+    /// For a part of a minted secret (`oauth2:`): its minter's index in
+    /// [`crate::Policy::minters`] and which part it is.
+    pub fn mints(&self) -> Option<(usize, crate::mint::MintPart)> {
+        self.mints
     }
 }
 

@@ -11,6 +11,7 @@ use zeroize::Zeroizing;
 
 use crate::error::{Diagnostic, Diagnostics, HostError, Problem};
 use crate::host::{HostPattern, normalize_host};
+use crate::mint::MinterDecl;
 use crate::model::{SecretDecl, SignerDecl, Sink};
 use crate::raw::RawDeclaration;
 use crate::validate::{Validated, validate};
@@ -42,6 +43,7 @@ use crate::validate::{Validated, validate};
 pub struct Policy {
     pub(crate) secrets: Vec<SecretDecl>,
     pub(crate) signers: Vec<SignerDecl>,
+    pub(crate) minters: Vec<MinterDecl>,
     allow: Vec<HostPattern>,
     verbatim: Vec<HostPattern>,
     passthrough: Vec<HostPattern>,
@@ -208,6 +210,7 @@ impl Policy {
         let Some(Validated {
             secrets,
             signers,
+            minters,
             allow,
             verbatim,
             passthrough,
@@ -239,6 +242,7 @@ impl Policy {
                 pinned,
                 secrets,
                 signers,
+                minters,
                 allow,
                 verbatim,
                 passthrough,
@@ -282,6 +286,12 @@ impl Policy {
     /// The signing secrets (`sign:`), in declaration order.
     pub fn signers(&self) -> &[SignerDecl] {
         &self.signers
+    }
+
+    /// The minted secrets (`oauth2:`), in declaration order; each part's secret stands in
+    /// [`Policy::secrets`] where it was declared (the access token under the secret's name).
+    pub fn minters(&self) -> &[MinterDecl] {
+        &self.minters
     }
 
     /// The index in [`Policy::secrets`] of the secret named `name`.

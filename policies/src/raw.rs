@@ -71,6 +71,34 @@ pub(crate) struct RawSecret {
     pub(crate) services: Option<SpannedList>,
     /// A signing secret's narrowing to these regions.
     pub(crate) regions: Option<SpannedList>,
+    /// `oauth2:`: the secret is an access token sluice mints itself.
+    pub(crate) oauth2: Option<Spanned<RawOauth2>>,
+}
+
+/// `oauth2: { token_url, grant, client_id, client_secret, refresh_token, ... }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOauth2 {
+    pub(crate) token_url: Option<Spanned<String>>,
+    pub(crate) grant: Option<Spanned<String>>,
+    pub(crate) client_id: Option<Spanned<RawClientId>>,
+    pub(crate) client_secret: Option<Spanned<RawPartFrom>>,
+    pub(crate) refresh_token: Option<Spanned<RawPartFrom>>,
+    pub(crate) service_account: Option<Spanned<RawPartFrom>>,
+    pub(crate) scopes: Option<SpannedList>,
+    pub(crate) audience: Option<Spanned<String>>,
+    /// `body: json` for a provider that wants its token requests as JSON; `form` by default.
+    pub(crate) body: Option<Spanned<String>>,
+}
+
+/// A client id: a literal (client ids are not secret) or a source.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawClientId {
+    /// `client_id: 1234.apps.example.com`.
+    Literal(String),
+    /// `client_id: { env: VAR }`, `{ file: PATH }` or `{ command: [...] }`.
+    Source(Box<RawPartFrom>),
 }
 
 /// `budget: { requests: 600, per: 1h }`.

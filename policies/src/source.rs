@@ -154,36 +154,7 @@ fn os_bytes(v: std::ffi::OsString) -> Vec<u8> {
 /// header.
 fn read_value(secret: &SecretDecl) -> Result<Zeroizing<Vec<u8>>, SourceError> {
     let name = secret.name.clone();
-    let value: Zeroizing<Vec<u8>> = match &secret.source {
-        Source::Env(var) => match std::env::var_os(var) {
-            Some(v) => Zeroizing::new(os_bytes(v)),
-            None => {
-                return Err(SourceError::EnvMissing {
-                    secret: name,
-                    var: var.clone(),
-                });
-            }
-        },
-        Source::File(path) => {
-            let mut bytes =
-                Zeroizing::new(
-                    std::fs::read(path).map_err(|e| SourceError::FileUnreadable {
-                        secret: name.clone(),
-                        path: path.clone(),
-                        kind: e.kind(),
-                    })?,
-                );
-            if bytes.last() == Some(&b'\n') {
-                bytes.pop();
-                if bytes.last() == Some(&b'\r') {
-                    bytes.pop();
-                }
-            }
-            bytes
-        }
-        Source::Command(argv) => crate::command::run(&name, argv, crate::command::COMMAND_TIMEOUT)?,
-        Source::Literal(lit) => Zeroizing::new(lit.0.to_vec()),
-    };
+    let value = secret.source.read(&name)?;
     if value.len() < MIN_VALUE_LEN {
         return Err(SourceError::TooShort {
             secret: name,
@@ -203,4 +174,55 @@ fn read_value(secret: &SecretDecl) -> Result<Zeroizing<Vec<u8>>, SourceError> {
         return Err(SourceError::UnfitForHeader { secret: name, byte });
     }
     Ok(value)
+}
+
+impl Source {
+    /// Reads this source's bytes for secret `name` (named in errors, never the value):
+    /// `env` as they are, `file` with one trailing newline trimmed, `command`'s stdout less
+    /// one trailing newline, a literal as written; for [`Source::Minted`], a stand-in of 32
+    /// random bytes (hex) that no one holds, in the guard until the first token is minted
+    /// (the proxy mints before it swaps, so the stand-in is never sent).
+    ///
+    /// # Errors
+    ///
+    /// The [`SourceError`] of the source, naming `name`.
+    pub fn read(&self, name: &str) -> Result<Zeroizing<Vec<u8>>, SourceError> {
+        let name = name.to_owned();
+        Ok(match self {
+            Source::Env(var) => match std::env::var_os(var) {
+                Some(v) => Zeroizing::new(os_bytes(v)),
+                None => {
+                    return Err(SourceError::EnvMissing {
+                        secret: name,
+                        var: var.clone(),
+                    });
+                }
+            },
+            Source::File(path) => {
+                let mut bytes = Zeroizing::new(std::fs::read(path).map_err(|e| {
+                    SourceError::FileUnreadable {
+                        secret: name.clone(),
+                        path: path.clone(),
+                        kind: e.kind(),
+                    }
+                })?);
+                if bytes.last() == Some(&b'\n') {
+                    bytes.pop();
+                    if bytes.last() == Some(&b'\r') {
+                        bytes.pop();
+                    }
+                }
+                bytes
+            }
+            Source::Command(argv) => {
+                crate::command::run(&name, argv, crate::command::COMMAND_TIMEOUT)?
+            }
+            Source::Literal(lit) => Zeroizing::new(lit.0.to_vec()),
+            Source::Minted => {
+                let mut random = Zeroizing::new([0u8; 32]);
+                getrandom::fill(&mut *random).map_err(crate::placeholder::MintError)?;
+                Zeroizing::new(format!("sluice-unminted-{}", hex::encode(*random)).into_bytes())
+            }
+        })
+    }
 }

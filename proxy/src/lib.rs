@@ -70,6 +70,7 @@ mod forward;
 pub mod fuzzing;
 mod generation;
 mod metrics;
+mod mint;
 mod ops;
 mod refusal;
 mod scan;

@@ -221,6 +221,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         live,
         counters: metrics.worker(),
         budgets: sluice_policies::BudgetLedger::new(),
+        mints: Arc::default(),
         credentials: Arc::new(credentials),
         terminator: Arc::new(Terminator::new(
             ca.clone(),

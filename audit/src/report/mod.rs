@@ -399,7 +399,7 @@ impl Tally {
                     });
                 }
             }
-            EventKind::Start | EventKind::Stop | EventKind::Tunnel => {}
+            EventKind::Start | EventKind::Stop | EventKind::Tunnel | EventKind::Mint => {}
         }
     }
 

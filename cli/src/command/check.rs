@@ -77,7 +77,7 @@ fn preview(file: &str, diagnostics: &Diagnostics, policy: &Policy) -> String {
     ));
     let deferred: Vec<String> = secrets
         .iter()
-        .filter_map(|decl| deferred(decl.source()).map(|what| format!("  {}: {what}", decl.name())))
+        .filter_map(|decl| deferred(policy, decl).map(|what| format!("  {}: {what}", decl.name())))
         .collect();
     if !deferred.is_empty() {
         out.push_str(
@@ -118,8 +118,17 @@ fn unsecreted_hosts(policy: &Policy) -> Vec<String> {
 }
 
 /// What a source leaves to launch, or `None` for a literal (decided here).
-fn deferred(source: &Source) -> Option<String> {
-    match source {
+fn deferred(policy: &Policy, decl: &sluice_policies::SecretDecl) -> Option<String> {
+    match decl.source() {
+        Source::Minted => {
+            let (index, _) = decl.mints()?;
+            let minter = &policy.minters()[index];
+            Some(format!(
+                "minted at first use from {} ({} grant)",
+                minter.token_url().host(),
+                minter.grant()
+            ))
+        }
         Source::Env(variable) => Some(format!("read from the environment variable {variable}")),
         Source::File(path) => Some(format!("read from the file {}", path.display())),
         Source::Command(argv) => Some(format!(
@@ -170,6 +179,7 @@ fn as_json(file: &str, diagnostics: &Diagnostics, policy: Option<&Policy>) -> Va
                 Source::File(path) => json!({ "file": path.display().to_string() }),
                 Source::Command(argv) => json!({ "command": argv }),
                 Source::Literal(_) => json!({ "literal": true }),
+                Source::Minted => json!({ "minted": true }),
             };
             json!({
                 "name": decl.name(),

@@ -38,6 +38,7 @@ impl Problem {
             Problem::Rule(rule) => rule.help(),
             Problem::Budget(budget) => budget.help(),
             Problem::Pin(pin) => pin.help(),
+            Problem::Mint(mint) => mint.help(),
             Problem::Host(_) => "write a host name such as api.example.com, optionally with :port".into(),
             Problem::NoSource { secret } => format!(
                 "add `from: {{ env: VAR }}` (or `from: {{ file: PATH }}`, or `from: {{ command: [PROGRAM, ARGS...] }}`) under secrets.{secret}"

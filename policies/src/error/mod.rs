@@ -8,10 +8,12 @@ use std::fmt;
 
 mod budget;
 mod help;
+mod mint;
 mod pin;
 mod source;
 
 pub use budget::BudgetProblem;
+pub use mint::MintProblem;
 pub use pin::PinProblem;
 pub use source::SourceError;
 
@@ -159,6 +161,9 @@ pub enum Problem {
     /// A `pin:` that cannot be used.
     #[error("{0}")]
     Pin(PinProblem),
+    /// An `oauth2:` that cannot be used.
+    #[error("{0}")]
+    Mint(MintProblem),
     /// A secret with neither `from:` nor `value:`.
     #[error(
         "secret {secret} has no source, expected `from: {{ env: VAR }}`, `from: {{ file: PATH }}` or `value:`"
@@ -494,7 +499,8 @@ impl Problem {
             | Problem::HostEngineOnly { .. }
             | Problem::BroadWildcard { .. }
             | Problem::PassthroughHost { .. }
-            | Problem::MetadataReachable { .. } => Severity::Warning,
+            | Problem::MetadataReachable { .. }
+            | Problem::Mint(MintProblem::RefreshTokenLost { .. }) => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -13,6 +13,7 @@
 mod budget;
 mod egress;
 mod empty;
+mod mint;
 mod pin;
 mod rules;
 mod secret;
@@ -26,6 +27,7 @@ use serde_saphyr::Spanned;
 
 use crate::error::{Diagnostic, Problem};
 use crate::host::HostPattern;
+use crate::mint::{MintPart, MinterDecl};
 use crate::model::{SecretDecl, SignerDecl};
 use crate::raw::{RawDeclaration, SpannedList};
 
@@ -35,6 +37,7 @@ pub(crate) use source::header_unfit_byte;
 pub(crate) struct Validated {
     pub(crate) secrets: Vec<SecretDecl>,
     pub(crate) signers: Vec<SignerDecl>,
+    pub(crate) minters: Vec<MinterDecl>,
     pub(crate) allow: Vec<HostPattern>,
     pub(crate) verbatim: Vec<HostPattern>,
     pub(crate) passthrough: Vec<HostPattern>,
@@ -145,6 +148,15 @@ pub(crate) fn validate(
                     &declared,
                 );
                 (signer.map(Compiled::Signer), hosts)
+            } else if let Some(oauth2) = &secret.value.oauth2 {
+                let (decl, hosts) =
+                    secret::secret_decl(&mut cx, name, secret, &passthrough_patterns, base_dir);
+                let minter = mint::minter(&mut cx, name, oauth2, base_dir, &declared);
+                let both = decl.zip(minter);
+                (
+                    both.map(|(decl, minter)| Compiled::Minted(decl, Box::new(minter))),
+                    hosts,
+                )
             } else {
                 let (decl, hosts) =
                     secret::secret_decl(&mut cx, name, secret, &passthrough_patterns, base_dir);
@@ -158,7 +170,7 @@ pub(crate) fn validate(
         .iter()
         .map(|c| {
             c.as_ref().map(|c| match c {
-                Compiled::Secret(decl) => decl.name.clone(),
+                Compiled::Secret(decl) | Compiled::Minted(decl, _) => decl.name.clone(),
                 Compiled::Signer((signer, _)) => signer.name.clone(),
             })
         })
@@ -187,9 +199,23 @@ pub(crate) fn validate(
     // id for it) follows the file.
     let mut secrets = Vec::new();
     let mut signers = Vec::new();
+    let mut minters = Vec::new();
     for entry in compiled {
         match entry.expect("no error, so every secret compiled") {
             Compiled::Secret(decl) => secrets.push(decl),
+            Compiled::Minted(mut decl, compiled) => {
+                let (mut minter, parts) = *compiled;
+                let index = minters.len();
+                decl.mints = Some((index, MintPart::AccessToken));
+                minter.parts.push((MintPart::AccessToken, secrets.len()));
+                secrets.push(decl);
+                for (part, mut decl) in parts {
+                    decl.mints = Some((index, part));
+                    minter.parts.push((part, secrets.len()));
+                    secrets.push(decl);
+                }
+                minters.push(minter);
+            }
             Compiled::Signer((mut signer, parts)) => {
                 for (part, mut decl) in parts {
                     decl.signs = Some((signers.len(), part));
@@ -204,6 +230,7 @@ pub(crate) fn validate(
     let validated = Validated {
         secrets,
         signers,
+        minters,
         allow: strip(egress.allow),
         verbatim: strip(egress.verbatim),
         passthrough: passthrough_patterns,
@@ -215,6 +242,8 @@ pub(crate) fn validate(
 /// One entry under `secrets:`, compiled.
 enum Compiled {
     Secret(SecretDecl),
+    /// The access token's secret, and the minter with its other parts.
+    Minted(SecretDecl, Box<mint::Compiled>),
     Signer(sign::Compiled),
 }
 

@@ -231,15 +231,19 @@ pub(super) fn secret_decl(
         }
     }
 
-    // source
-    let source = source::compile(
-        cx,
-        name,
-        s,
-        &base,
-        egress && locations.contains(&Place::Header),
-        base_dir,
-    );
+    // source: a minted secret has none (its parts' sources are under `oauth2:`)
+    let source = if s.oauth2.is_some() {
+        super::mint::minted_source(cx, name, s, &sinks, &base)
+    } else {
+        source::compile(
+            cx,
+            name,
+            s,
+            &base,
+            egress && locations.contains(&Place::Header),
+            base_dir,
+        )
+    };
 
     let errors_after = cx.out.iter().filter(|d| d.is_error()).count();
     let decl = match source {
@@ -261,6 +265,7 @@ pub(super) fn secret_decl(
             pins,
             source,
             signs: None,
+            mints: None,
         }),
         _ => None,
     };

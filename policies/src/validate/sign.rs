@@ -79,6 +79,13 @@ pub(super) fn signer_decl(
             );
         }
     }
+    if let Some(oauth2) = &s.oauth2 {
+        cx.at(
+            oauth2,
+            format!("{base}.oauth2"),
+            Problem::Mint(crate::error::MintProblem::AlsoSigns { secret: n.clone() }),
+        );
+    }
     if let Some(allow) = &s.allow {
         cx.at(
             allow,
@@ -217,6 +224,7 @@ pub(super) fn signer_decl(
                 placeholder: PlaceholderForm::Plain,
                 source,
                 signs: None,
+                mints: None,
             };
             (part, decl)
         })

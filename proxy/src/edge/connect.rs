@@ -189,7 +189,8 @@ pub(crate) async fn intercept<IO>(
     let service = {
         let shared = shared.clone();
         service_fn(move |request| {
-            let shared = shared.clone();
+            // Values minted or rotated since the tunnel opened are known to its requests.
+            let shared = shared.values_in_force();
             let tunnel = tunnel.clone();
             async move { Ok::<_, Infallible>(forward::intercepted(request, &tunnel, &shared).await) }
         })
@@ -206,7 +207,7 @@ pub(crate) async fn intercept<IO>(
             .serve_connection(io, service);
         // A reload that replaces the declaration sends it GOAWAY: the client moves to a new
         // tunnel, under the declaration in force, rather than multiplex for ever on this one.
-        serve_until(conn, shutdown, shared.replaced(), "intercepted").await;
+        serve_until(conn, shutdown, shared.replaced(false), "intercepted").await;
     } else {
         let conn = crate::edge::listen::http1_server(&shared.limits)
             .serve_connection(io, service)

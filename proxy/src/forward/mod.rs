@@ -14,6 +14,7 @@
 pub(crate) mod budget;
 mod pin;
 pub(crate) mod request_body;
+mod token_endpoint;
 pub(crate) mod tunnel;
 mod upgrade;
 pub(crate) mod websocket;
@@ -82,6 +83,14 @@ async fn intercepted_steps(
     target::check(&parts.uri, &parts.headers, &tunnel.target)?;
     // Heads over the limit, and framing two parsers could read two ways, are refused.
     check_head(&parts, shared.limits.max_header_bytes)?;
+    // A minted secret's token endpoint is sluice: the sandbox's own token requests are
+    // answered with placeholders, never forwarded.
+    if let Some(minter) = token_endpoint::minter_for(&shared.policy, &tunnel.target, &parts) {
+        return token_endpoint::answer(parts, incoming, minter, shared, exchange).await;
+    }
+    // A minted secret granted toward this host has a token fit to send (minted now if need
+    // be), and the request is scanned with a guard that knows it.
+    let shared = &crate::generation::minted::ready(shared, &tunnel.target).await?;
     // A request signed with a signing secret's placeholders is checked as the client sent
     // it; its signature stays out of the scan until the request is signed again.
     let signing_cx = signing_context(shared);

@@ -9,5 +9,6 @@
 //! This module sits below every step of the request path and imports none of them.
 
 pub(crate) mod door;
+pub(crate) mod minted;
 pub(crate) mod reload;
 pub(crate) mod shared;

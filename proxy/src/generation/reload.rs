@@ -82,10 +82,15 @@ pub enum ReloadError {
     Random(#[from] sluice_policies::MintError),
 }
 
-/// Every value the run has known, per secret (by name), with the placeholder it had.
+/// Every value the run has known, per secret (by name), with the placeholder it had; and
+/// the value in force of every minted part, which no source holds.
 #[derive(Default)]
 struct Known {
     secrets: BTreeMap<String, KnownSecret>,
+    /// The access token and rotated refresh token in force, per secret: what a generation
+    /// puts in the guard instead of what the source says (a stand-in, or a refresh token
+    /// the provider has since rotated).
+    minted: BTreeMap<String, Zeroizing<Vec<u8>>>,
 }
 
 struct KnownSecret {
@@ -94,6 +99,25 @@ struct KnownSecret {
 }
 
 impl Known {
+    /// Replaces the value of every minted part in `resolved` by the one in force.
+    fn overlay(&self, resolved: &mut [ResolvedSecret]) {
+        for secret in resolved {
+            if let Some(value) = self.minted.get(&secret.name) {
+                secret.value = value.clone();
+            }
+        }
+    }
+
+    /// Remembers `value` as one `name` has had, redacted into its placeholder for the rest
+    /// of the run (a token replaced, an id token that came with one).
+    fn remember(&mut self, name: &str, value: &[u8]) {
+        if let Some(known) = self.secrets.get_mut(name)
+            && known.values.iter().all(|v| **v != *value)
+        {
+            known.values.push(Zeroizing::new(value.to_vec()));
+        }
+    }
+
     /// Remembers what `resolved` holds.
     fn learn(&mut self, resolved: &[ResolvedSecret]) {
         for secret in resolved {
@@ -197,6 +221,56 @@ impl Live {
             .collect();
         let mut next = build(policy, &earlier, &mut known, Some(&previous))?;
         next.file_digest = Some(file_digest);
+        let next = Arc::new(next);
+        self.current.store(next.clone());
+        self.announce.send_replace(next.generation);
+        Ok(next)
+    }
+
+    /// Puts minted values in force: `current` (secret name, value) become the values of
+    /// those secrets (an access token, a rotated refresh token), the values they replace
+    /// stay redacted, and `also` (an id token) is redacted into its secret's placeholder.
+    /// The declaration, the placeholders and every other value stay as they are; the guard
+    /// is built anew, once, off the request path of everyone but the minting request.
+    pub(crate) fn put_minted(
+        &self,
+        current: &[(&str, &[u8])],
+        also: &[(&str, &[u8])],
+    ) -> Result<Arc<Declared>, ReloadError> {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = self.current.load_full();
+        for (name, value) in current {
+            known
+                .minted
+                .insert((*name).to_owned(), Zeroizing::new(value.to_vec()));
+        }
+        for (name, value) in also {
+            known.remember(name, value);
+        }
+        let mut resolved = Vec::with_capacity(previous.policy.secrets().len());
+        for secret in previous.policy.secrets() {
+            let name = secret.name();
+            let (Some(id), Some(placeholder)) =
+                (previous.guard.id(name), previous.placeholders.get(name))
+            else {
+                continue;
+            };
+            resolved.push(ResolvedSecret {
+                name: name.to_owned(),
+                placeholder: placeholder.to_owned(),
+                value: Zeroizing::new(previous.guard.value(id).expose().to_vec()),
+            });
+        }
+        known.overlay(&mut resolved);
+        let placeholders = previous.placeholders.clone();
+        let mut next = assemble(
+            previous.policy.clone(),
+            placeholders,
+            resolved,
+            &mut known,
+            Some(&previous),
+        )?;
+        next.file_digest = previous.file_digest;
         let next = Arc::new(next);
         self.current.store(next.clone());
         self.announce.send_replace(next.generation);
@@ -386,7 +460,21 @@ fn build(
     known: &mut Known,
     previous: Option<&Declared>,
 ) -> Result<Declared, ReloadError> {
-    let (placeholders, resolved) = policy.resolve_minting(earlier)?;
+    let (placeholders, mut resolved) = policy.resolve_minting(earlier)?;
+    known.overlay(&mut resolved);
+    assemble(policy, placeholders, resolved, known, previous)
+}
+
+/// Builds a generation from secrets already resolved: the signers, and the guard over every
+/// value the run has known (the guard in force reused when none of that changed);
+/// `known` learns the new values only once everything succeeded.
+fn assemble(
+    policy: Arc<Policy>,
+    placeholders: Placeholders,
+    resolved: Vec<ResolvedSecret>,
+    known: &mut Known,
+    previous: Option<&Declared>,
+) -> Result<Declared, ReloadError> {
     let signers = Arc::new(Signers::new(&policy, &resolved));
     let input = guard_input(&resolved, known);
     let digest = input.digest();

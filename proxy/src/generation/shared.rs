@@ -20,6 +20,7 @@ use crate::auth::Credentials;
 use crate::config::Limits;
 use crate::generation::reload::Live;
 use crate::metrics::Counters;
+use crate::mint::Mints;
 use crate::refusal::Refusal;
 use crate::signing::Signers;
 use crate::tls::terminate::Terminator;
@@ -48,6 +49,8 @@ pub(crate) struct Shared {
     /// What each budgeted secret has used this run: one ledger for every worker and
     /// every generation, so that a reload keeps the count.
     pub(crate) budgets: Arc<BudgetLedger>,
+    /// Every minted secret's token chain: one for every worker and every generation.
+    pub(crate) mints: Arc<Mints>,
     pub(crate) credentials: Arc<Credentials>,
     pub(crate) terminator: Arc<Terminator>,
     pub(crate) upstream: Upstream,
@@ -93,16 +96,37 @@ impl Shared {
         })
     }
 
-    /// Resolves once a reload has put in force a declaration or a guard other than this
-    /// snapshot's: what a long-lived connection (a WebSocket, an HTTP/2 tunnel) must not go
-    /// on serving under. A reload that changes neither (the same file, the same values)
-    /// leaves it pending.
-    pub(crate) async fn replaced(&self) {
+    /// This snapshot, or, when a newer generation changed values only (a minted token, a
+    /// rotated source) under the same declaration, that generation's: what each request of
+    /// a tunnel is served under, so that a value known since the tunnel opened is swapped
+    /// and redacted in it. The declaration itself never changes halfway through a tunnel.
+    pub(crate) fn values_in_force(self: &Arc<Self>) -> Arc<Shared> {
+        if self.live.generation() == self.generation {
+            return self.clone();
+        }
+        let declared = self.live.current();
+        if !Arc::ptr_eq(&declared.policy, &self.policy) {
+            return self.clone();
+        }
+        Arc::new(Shared {
+            generation: declared.generation,
+            guard: declared.guard.clone(),
+            signers: declared.signers.clone(),
+            ..Shared::clone(self)
+        })
+    }
+
+    /// Resolves once a reload has put in force a declaration other than this snapshot's
+    /// (or, with `values` too, a guard other than its): what a long-lived connection must
+    /// not go on serving under. An HTTP/2 tunnel weighs the declaration only, since each of
+    /// its requests takes the values in force ([`Shared::values_in_force`]); a WebSocket,
+    /// scanned with one guard for its whole life, weighs the values too.
+    pub(crate) async fn replaced(&self, values: bool) {
         let mut reloads = self.live.follow();
         loop {
             let current = self.live.current();
             if !Arc::ptr_eq(&current.policy, &self.policy)
-                || !Arc::ptr_eq(&current.guard, &self.guard)
+                || (values && !Arc::ptr_eq(&current.guard, &self.guard))
             {
                 return;
             }

@@ -73,6 +73,15 @@ pub(crate) enum Code {
     TlsHandshakeRefused,
     /// A name the jail's resolver refused (NXDOMAIN): not reachable under the declaration.
     DnsNameNotAllowed,
+    /// `502`: a minted secret's token could not be minted (the provider refused, or could
+    /// not be reached); nothing was sent.
+    MintFailed,
+    /// `421`: a tunnel opened under a declaration since replaced, asked for a minted token
+    /// newer than its generation knows: the client opens a new tunnel.
+    TunnelOutdated,
+    /// `403`: a request to a minted secret's token endpoint that sluice does not answer
+    /// (not a refresh or client-credentials grant with the secret's placeholders).
+    TokenRequestRefused,
     /// A captured connection with no name to decide on (no original destination, an address
     /// sluice's resolver never handed out and no TLS server name, a server name that is not
     /// a host name): closed.
@@ -108,6 +117,9 @@ impl Code {
             Self::TlsHandshakeRefused => "tls-handshake-refused",
             Self::DnsNameNotAllowed => "dns-name-not-allowed",
             Self::NoTarget => "no-target",
+            Self::MintFailed => "mint-failed",
+            Self::TunnelOutdated => "tunnel-outdated",
+            Self::TokenRequestRefused => "token-request-refused",
         }
     }
 
@@ -293,6 +305,56 @@ impl Refusal {
             ),
         );
         refusal.secret = secrets.first().cloned();
+        refusal
+    }
+
+    /// `502`: the token of minted secret `secret` could not be minted. Names the provider's
+    /// error code (never its body or description, which may echo what was sent).
+    pub(crate) fn mint_failed(
+        secret: &str,
+        failure: &crate::mint::MintFailure,
+        detail: &str,
+    ) -> Self {
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({detail})")
+        };
+        let mut refusal = Self::new(
+            StatusCode::BAD_GATEWAY,
+            Code::MintFailed,
+            format!(
+                "sluice could not mint a token for secret {secret}: {failure}{detail}; error code {}; nothing was sent, and sluice tries again with backoff",
+                failure.code()
+            ),
+            Fault::Upstream,
+        );
+        refusal.secret = Some(secret.to_owned());
+        refusal
+    }
+
+    /// `421`: the tunnel predates a reload of the declaration and cannot carry a newer token.
+    pub(crate) fn outdated_tunnel() -> Self {
+        Self::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            Code::TunnelOutdated,
+            "this tunnel was opened under a declaration since reloaded, and cannot carry the token minted since; open a new connection".into(),
+            Fault::Client,
+        )
+    }
+
+    /// `403`: a request to `secret`'s token endpoint that sluice does not answer.
+    pub(crate) fn token_request_refused(secret: &str, why: &str) -> Self {
+        let mut refusal = Self::new(
+            StatusCode::FORBIDDEN,
+            Code::TokenRequestRefused,
+            format!(
+                "sluice answers the token endpoint of secret {secret} itself, and refused this request: {why}; send a refresh_token or client_credentials grant (POST) with the placeholders in {} and its _REFRESH_TOKEN / _CLIENT_SECRET twins",
+                sluice_policies::placeholder_name(secret)
+            ),
+            Fault::Client,
+        );
+        refusal.secret = Some(secret.to_owned());
         refusal
     }
 

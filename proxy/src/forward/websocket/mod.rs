@@ -198,7 +198,7 @@ impl Relay {
                 scan(Direction::Inbound),
                 &to_client,
             );
-            let replaced = self.shared.replaced();
+            let replaced = self.shared.replaced(true);
             let mut shutdown = self.shared.shutdown.clone();
             let stopping = until_stopped(&mut shutdown);
             tokio::pin!(sent, received, replaced, stopping);

@@ -1,0 +1,163 @@
+//! Minted tokens and the generation in force: a chain's token becomes a value of the guard
+//! (a generation of its own, the declaration unchanged) before any request is given it,
+//! and a request that may carry a minted secret is served under a generation that knows
+//! the secret's token.
+//!
+//! The chains themselves (`crate::mint`) know nothing of generations; this is where the two
+//! meet: [`Publisher`] puts a token into the guard and audits the mint, [`ready`] is the
+//! request path's step, [`chain_of`] finds or starts a secret's chain from the values the
+//! generation read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_audit::{Event, EventKind};
+use sluice_guard::SecretValue;
+use sluice_policies::{ClientId, MintPart, MinterDecl, Source, mint_part_name};
+use zeroize::Zeroizing;
+
+use crate::generation::shared::Shared;
+use crate::mint::chain::Token;
+use crate::mint::client::Issued;
+use crate::mint::{Chain, MintFailure, Parts, Publish};
+use crate::refusal::Refusal;
+use crate::tls::target::Target;
+
+/// What a chain tells the generation, for the request (or the refresh) that minted.
+pub(crate) struct Publisher(pub(crate) Arc<Shared>);
+
+impl Publish for Publisher {
+    fn minted(&self, chain: &Chain, issued: &Issued) -> Result<u64, MintFailure> {
+        let access = issued.access_token.as_bytes();
+        // A token is swapped into headers: one that could split a header is never used.
+        if !SecretValue::new(access.to_vec()).is_header_safe() {
+            return Err(MintFailure::NotAToken(
+                "an access_token holding CR, LF or NUL",
+            ));
+        }
+        let refresh_name = mint_part_name(&chain.name, MintPart::RefreshToken);
+        let mut current: Vec<(&str, &[u8])> = vec![(chain.name.as_str(), access)];
+        if let Some(rotated) = &issued.refresh_token {
+            current.push((refresh_name.as_str(), rotated.as_bytes()));
+        }
+        let also: Vec<(&str, &[u8])> = issued
+            .id_token
+            .iter()
+            .map(|id| (chain.name.as_str(), id.as_bytes()))
+            .collect();
+        match self.0.live.put_minted(&current, &also) {
+            Ok(declared) => Ok(declared.generation),
+            Err(error) => {
+                tracing::warn!(secret = %chain.name, %error, "a minted token could not be put into the guard");
+                Err(MintFailure::NotAToken(
+                    "a token the guard cannot hold (too short?)",
+                ))
+            }
+        }
+    }
+
+    fn audited(&self, chain: &Chain, outcome: Result<Option<Duration>, &MintFailure>) {
+        let reason = match outcome {
+            Ok(Some(lifetime)) => {
+                format!("minted {}; expires in {}s", chain.grant, lifetime.as_secs())
+            }
+            Ok(None) => format!("minted {}; no expiry given", chain.grant),
+            Err(failure) => format!("refused {}: {}", chain.grant, failure.code()),
+        };
+        self.0.record(
+            Event::new(EventKind::Mint)
+                .secret(chain.name.as_str())
+                .host(chain.endpoint_host.as_str())
+                .reason(reason),
+        );
+    }
+}
+
+/// The chain of `minter`, started (on its first use in the run) from the values this
+/// generation read: the refresh token and client secret from the guard, the client id
+/// from its source.
+pub(crate) fn chain_of(shared: &Shared, minter: &MinterDecl) -> Result<Arc<Chain>, Refusal> {
+    shared
+        .mints
+        .chain(minter, || {
+            let decl = |part| minter.part(part).map(|i| &shared.policy.secrets()[i]);
+            let value = |part| {
+                let decl = decl(part)?;
+                let id = shared.guard.id(decl.name())?;
+                Some(Zeroizing::new(shared.guard.value(id).expose().to_vec()))
+            };
+            let refresh_file = decl(MintPart::RefreshToken).and_then(|d| match d.source() {
+                Source::File(path) => Some(path.clone()),
+                _ => None,
+            });
+            let client_id = match minter.client_id() {
+                ClientId::Literal(id) => Zeroizing::new(id.clone()),
+                ClientId::Source(source) => {
+                    let name = format!("{}.client_id", minter.name());
+                    let bytes = source.read(&name).map_err(|e| e.to_string())?;
+                    Zeroizing::new(
+                        String::from_utf8(bytes.to_vec())
+                            .map_err(|_| format!("{name} is not UTF-8 text"))?,
+                    )
+                }
+            };
+            Ok(Parts {
+                client_id,
+                client_secret: value(MintPart::ClientSecret),
+                refresh_token: value(MintPart::RefreshToken),
+                refresh_file,
+            })
+        })
+        .map_err(|why: String| {
+            Refusal::mint_failed(
+                minter.name(),
+                &MintFailure::Unusable("a part's source failed"),
+                &why,
+            )
+        })
+}
+
+/// The token of `minter` fit to send now, minted if need be (once, however many wait).
+pub(crate) async fn token(
+    shared: &Arc<Shared>,
+    minter: &MinterDecl,
+) -> Result<Arc<Token>, Refusal> {
+    let chain = chain_of(shared, minter)?;
+    let publisher: Arc<dyn Publish> = Arc::new(Publisher(shared.clone()));
+    chain
+        .token(&shared.upstream, &publisher)
+        .await
+        .map_err(|failure| Refusal::mint_failed(minter.name(), &failure, ""))
+}
+
+/// A step of the request path, before the head's scan: every minted secret granted toward
+/// `target` has a token fit to send, and the request is served under a generation whose
+/// guard knows it (the snapshot given, or a newer one of the same declaration). A tunnel
+/// opened under a declaration since replaced cannot be given a newer token: refused, so
+/// that the client opens a new one.
+pub(crate) async fn ready(shared: &Arc<Shared>, target: &Target) -> Result<Arc<Shared>, Refusal> {
+    let minters = shared.policy.minters();
+    if minters.is_empty() {
+        return Ok(shared.clone());
+    }
+    let mut newest = None;
+    for minter in minters {
+        if shared
+            .policy
+            .may_reach(minter.name(), &target.host, target.port)
+            .is_err()
+        {
+            continue;
+        }
+        let token = token(shared, minter).await?;
+        newest = newest.max(Some(token.generation));
+    }
+    let Some(newest) = newest else {
+        return Ok(shared.clone());
+    };
+    let fresh = shared.values_in_force();
+    if fresh.generation < newest {
+        return Err(Refusal::outdated_tunnel());
+    }
+    Ok(fresh)
+}
