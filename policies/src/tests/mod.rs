@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::*;
 
 mod budget;
+mod minted;
 mod pin;
 mod rules;
 mod signing;

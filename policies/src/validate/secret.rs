@@ -85,7 +85,10 @@ pub(super) fn secret_decl(
         }
     };
     let egress = sinks.contains(&Sink::Egress);
-    if !egress {
+    // A minted secret with other sinks gets one diagnostic for it (`mint.rs`), not one per
+    // key that sinks make meaningless.
+    let minted_elsewhere = s.oauth2.is_some() && !sinks.is_empty();
+    if !egress && !minted_elsewhere {
         let keys = [
             ("hosts", s.hosts.as_ref()),
             ("in", s.locations.as_ref()),
