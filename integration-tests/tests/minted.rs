@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use sluice_integration_tests::launch::python_venv;
 use sluice_integration_tests::{Fault, IdentityProvider, IdpConfig, TestPki, sluice_bin};
 
 const CLIENT_ID: &str = "sluice-test-client";
@@ -407,4 +408,91 @@ fn check_previews_a_minted_secret_and_diagnoses_each_misuse() {
             "{text}"
         );
     }
+}
+
+/// Google's own library and requests-oauthlib, each holding placeholders and refreshing by
+/// itself: google-auth's `Credentials` with a refresh token and `token_uri` (no access token
+/// yet, so it refreshes before its first request, and again once the token expires), and an
+/// `OAuth2Session` whose token has expired, with `auto_refresh_url`.
+const LIBRARIES: &str = r#"import os, sys, time
+import google.oauth2.credentials
+from google.auth.transport.requests import AuthorizedSession
+from requests_oauthlib import OAuth2Session
+port = os.environ["IDP_PORT"]
+token_url = "https://idp.test:%s/token" % port
+api = "https://api.test:%s/api/echo" % port
+creds = google.oauth2.credentials.Credentials(
+    token=None,
+    refresh_token=os.environ["GOOGLE_REFRESH_TOKEN"],
+    token_uri=token_url,
+    client_id="sluice-test-client",
+    client_secret=os.environ["GOOGLE_CLIENT_SECRET"],
+)
+session = AuthorizedSession(creds)
+for round in range(2):
+    r = session.get(api)
+    print("google-auth", round, r.status_code, r.text, creds.token == os.environ["GOOGLE"])
+    time.sleep(3.2)
+updated = []
+expired = {
+    "access_token": os.environ["GOOGLE"],
+    "refresh_token": os.environ["GOOGLE_REFRESH_TOKEN"],
+    "token_type": "Bearer",
+    "expires_at": time.time() - 10,
+}
+oauth = OAuth2Session(
+    "sluice-test-client",
+    token=expired,
+    auto_refresh_url=token_url,
+    auto_refresh_kwargs={"client_id": "sluice-test-client", "client_secret": os.environ["GOOGLE_CLIENT_SECRET"]},
+    token_updater=updated.append,
+)
+r = oauth.get(api)
+print("requests-oauthlib", r.status_code, r.text, len(updated),
+      updated[0]["access_token"] == os.environ["GOOGLE"],
+      updated[0]["refresh_token"] == os.environ["GOOGLE_REFRESH_TOKEN"])
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn google_auth_and_requests_oauthlib_refresh_by_themselves_against_sluice() {
+    let f = fixture(Duration::from_secs(3)).await;
+    let python = python_venv().join("bin/python");
+    std::fs::write(f.path("libraries.py"), LIBRARIES).unwrap();
+    let script = format!(
+        "IDP_PORT={} {} libraries.py && env | grep -E '^GOOGLE=' ",
+        f.idp.port(),
+        python.display()
+    );
+    let out = f.run(&script, "audit.jsonl").await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let access = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("GOOGLE="))
+        .expect("GOOGLE in the env dump")
+        .to_owned();
+    let echoed = format!("{{\"token\":\"{access}\"}}");
+    for line in [
+        format!("google-auth 0 200 {echoed} True"),
+        format!("google-auth 1 200 {echoed} True"),
+        format!("requests-oauthlib 200 {echoed} 1 True True"),
+    ] {
+        assert!(stdout.contains(&line), "{line:?} not in {stdout}\n{stderr}");
+    }
+    // The libraries' own refreshes were answered by sluice: the provider saw sluice's, one
+    // per lifetime at most, never a refresh token twice.
+    assert_eq!(f.idp.reuse_detected(), 0);
+    assert!(f.idp.token_requests() <= 3, "{}", f.idp.token_requests());
+    f.assert_holds_no_value(&stdout, "the libraries' output");
+    f.assert_holds_no_value(&stderr, "sluice's stderr");
+    let audit = std::fs::read_to_string(f.path("audit.jsonl")).unwrap();
+    f.assert_holds_no_value(&audit, "the audit log");
+    assert!(
+        audit
+            .matches("answered the sandbox's refresh_token request")
+            .count()
+            >= 3,
+        "{audit}"
+    );
 }
