@@ -566,7 +566,11 @@ async fn upstream_handshakes(context: &Context) -> Option<u64> {
         }
     };
     let text = String::from_utf8_lossy(&answer.body);
-    text.trim().strip_prefix("handshakes ")?.parse().ok()
+    text.lines()
+        .find_map(|l| l.strip_prefix("handshakes "))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn machine() -> Machine {

@@ -30,6 +30,7 @@ mod harness;
 mod jail;
 mod listen;
 mod load;
+mod minted;
 mod operations;
 mod pki;
 mod report;
@@ -83,6 +84,10 @@ enum Role {
     /// inspecting every frame, against sluice tunnelling them uninspected (and direct).
     #[command(name = "websocket")]
     WebSocket(websocket::WebSocketArgs),
+    /// What a minted credential (`oauth2:`) costs: a cached minted token's swap against a
+    /// plain swap (CPU per request at 16 connections), and 64 connections across a token's
+    /// expiry (token requests, the slowest request against one token round trip).
+    Minted(minted::MintedArgs),
     /// What the reviewers' report costs: a 1,000,000-event log rendered, against
     /// `sluice audit verify` of the same log.
     AuditReport(audit_report::AuditReportArgs),
@@ -232,6 +237,7 @@ fn main() -> ExitCode {
         Some(Role::Operations(args)) => operations::run(args),
         Some(Role::AuditReport(args)) => audit_report::run(args),
         Some(Role::Grants(args)) => grants::run(args),
+        Some(Role::Minted(args)) => minted::run(args),
         Some(Role::WebSocket(args)) => websocket::run(args),
         None => run(&cli.run),
     };

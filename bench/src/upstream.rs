@@ -75,6 +75,11 @@ pub(crate) fn run(args: &UpstreamArgs) -> Result<(), BenchError> {
         block,
         large_bytes: args.large_bytes,
         handshakes: AtomicU64::new(0),
+        tokens: AtomicU64::new(0),
+        token_lifetime: std::env::var(TOKEN_LIFETIME_VAR)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(3600),
     });
     runtime.block_on(async move {
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -110,7 +115,14 @@ struct State {
     block: Bytes,
     large_bytes: u64,
     handshakes: AtomicU64,
+    /// Tokens `/token` has minted.
+    tokens: AtomicU64,
+    /// Their `expires_in`, seconds.
+    token_lifetime: u64,
 }
+
+/// The variable `/token`'s `expires_in` is read from (seconds; 3600 when unset).
+pub(crate) const TOKEN_LIFETIME_VAR: &str = "SLUICE_BENCH_TOKEN_LIFETIME";
 
 /// Starts `exe upstream` (this benchmark's own binary) writing into `dir`, its `/large`
 /// one MiB, `value` the token it knows; ready once it has printed its address.
@@ -261,8 +273,26 @@ fn answer(request: &Request<Incoming>, state: &State) -> Response<Reply> {
                 .insert("x-bench-auth", http::HeaderValue::from_static(seen));
             response
         }
+        // A token endpoint (RFC 6749 §5.1), for minted credentials: a fresh token each time.
+        "/token" => {
+            let n = state.tokens.fetch_add(1, Ordering::Relaxed) + 1;
+            let body = format!(
+                "{{\"access_token\":\"bench-minted-token-{n:08}\",\"token_type\":\"Bearer\",\"expires_in\":{}}}",
+                state.token_lifetime
+            );
+            let mut response = reply(StatusCode::OK, Full::new(Bytes::from(body)).boxed());
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
         "/stats" => {
-            let body = format!("handshakes {}\n", state.handshakes.load(Ordering::Relaxed));
+            let body = format!(
+                "handshakes {}\ntokens {}\n",
+                state.handshakes.load(Ordering::Relaxed),
+                state.tokens.load(Ordering::Relaxed)
+            );
             reply(StatusCode::OK, Full::new(Bytes::from(body)).boxed())
         }
         _ => reply(StatusCode::NOT_FOUND, Full::new(Bytes::new()).boxed()),

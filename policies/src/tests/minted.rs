@@ -119,9 +119,12 @@ fn a_client_credentials_grant_has_a_client_secret_and_no_refresh_token() {
     assert!(matches!(minter.client_id(), ClientId::Source(Source::Env(v)) if v == "CID"));
 }
 
+/// A declaration, the line its one diagnostic points at, and what that diagnostic must be.
+type MisuseCase = (String, u64, fn(&Problem) -> bool);
+
 #[test]
 fn each_misuse_is_one_diagnostic_at_its_position() {
-    let cases: [(String, u64, fn(&Problem) -> bool); 8] = [
+    let cases: [MisuseCase; 8] = [
         (
             minted(
                 &REFRESH.replace("grant: refresh_token", "grant: password"),

@@ -187,10 +187,16 @@ pub(crate) async fn intercept<IO>(
         slot,
     });
     let service = {
-        let shared = shared.clone();
+        // Values minted or rotated since the tunnel opened are known to its requests: the
+        // snapshot is moved on once per change, not rebuilt per request.
+        let snapshot = Arc::new(arc_swap::ArcSwap::new(shared.clone()));
         service_fn(move |request| {
-            // Values minted or rotated since the tunnel opened are known to its requests.
-            let shared = shared.values_in_force();
+            let mut shared = snapshot.load_full();
+            let fresh = shared.values_in_force();
+            if !Arc::ptr_eq(&fresh, &shared) {
+                snapshot.store(fresh.clone());
+                shared = fresh;
+            }
             let tunnel = tunnel.clone();
             async move { Ok::<_, Infallible>(forward::intercepted(request, &tunnel, &shared).await) }
         })

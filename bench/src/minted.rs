@@ -1,0 +1,345 @@
+//! `sluice-bench minted`: what a minted credential (`oauth2:`) costs, against a baseline
+//! measured in the same run, through one sluice per phase.
+//!
+//! - **A cached minted token against a plain swap**: small GETs over HTTP/1.1 at 16
+//!   kept-alive connections, alternately carrying a plain secret's placeholder and a minted
+//!   secret's (its token minted once, before the clock starts, and fresh for the whole
+//!   phase). sluice's CPU per request (from its process's CPU time), the median round's.
+//!   Both secrets are granted toward the same host, so both pay the step that checks a
+//!   minted token is fit to send; the difference is the minted swap's own.
+//! - **64 connections across an expiry**: a second sluice whose tokens live 2 s; 64
+//!   connections send small GETs carrying the minted placeholder for 2.5 s, across the token's
+//!   refresh window and its expiry. The token endpoint counts its token requests (one is
+//!   the first mint, made before the clock starts); the slowest request is set against one
+//!   token round trip (a direct request to the endpoint, the median of 20).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use http::HeaderValue;
+
+use crate::child;
+use crate::error::BenchError;
+use crate::harness::{basic_auth, stand_in_value};
+use crate::load::{self, ProxyAccess, Route};
+use crate::pki::{ClientTls, Proto, UPSTREAM_HOST};
+use crate::sluice_peer::SECRET;
+use crate::upstream::{TOKEN_LIFETIME_VAR, TOKEN_VAR};
+
+/// The minted secret's name, and the variable its client secret is read from.
+const MINTED: &str = "minted_bench";
+const CLIENT_SECRET_VAR: &str = "SLUICE_BENCH_CLIENT_SECRET";
+
+/// The target: a cached minted token's swap costs at most this much more CPU per request.
+const TARGET_US: f64 = 2.0;
+
+/// What `sluice-bench minted` takes.
+#[derive(Debug, Args)]
+pub(crate) struct MintedArgs {
+    /// Rounds of the per-request phase; the median round is reported.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Seconds per phase.
+    #[arg(long, default_value_t = 3.0)]
+    phase_secs: f64,
+    /// A quick check that the benchmark works (short phases); the targets are not judged.
+    #[arg(long)]
+    smoke: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Gets {
+    requests_per_s: f64,
+    cpu_us_per_request: f64,
+    errors: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Expiry {
+    requests: usize,
+    errors: u64,
+    /// Token requests during the phase (the first mint, before it, not counted).
+    token_requests: u64,
+    median_ms: f64,
+    slowest_ms: f64,
+    /// One token round trip, straight to the endpoint.
+    token_rtt_ms: f64,
+}
+
+/// The declaration: the bench token swapped in `Authorization`, and a minted secret with
+/// the client-credentials grant at the upstream's `/token`, both toward the upstream.
+fn declaration(port: u16) -> String {
+    format!(
+        "version: 1\n\
+         secrets:\n  \
+           {SECRET}:\n    \
+             from: {{ env: {TOKEN_VAR} }}\n    \
+             hosts: [\"{UPSTREAM_HOST}\"]\n    \
+             sinks: [egress]\n    \
+             header: [Authorization]\n  \
+           {MINTED}:\n    \
+             oauth2:\n      \
+               token_url: https://{UPSTREAM_HOST}:{port}/token\n      \
+               grant: client_credentials\n      \
+               client_id: bench-client\n      \
+               client_secret: {{ env: {CLIENT_SECRET_VAR} }}\n    \
+             hosts: [\"{UPSTREAM_HOST}\"]\n    \
+             sinks: [egress]\n    \
+             header: [Authorization]\n\
+         egress:\n  \
+           allow_ips: [\"127.0.0.1/32\"]\n"
+    )
+}
+
+/// Runs the benchmark and prints the report; exit 2 when a target is missed.
+pub(crate) fn run(args: &MintedArgs) -> Result<ExitCode, BenchError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::peer("harness", e))?;
+    let (rounds, phase) = if args.smoke {
+        (1, Duration::from_millis(300))
+    } else {
+        (args.rounds.max(1), Duration::from_secs_f64(args.phase_secs))
+    };
+    let (plain, minted) = runtime.block_on(per_request(rounds, phase))?;
+    // 2.5 s from a token's mint: through its refresh window (from 1.5 s) and its expiry
+    // (2 s), and over before the next token's window opens (3 s after the first).
+    let expiry = runtime.block_on(across_expiry(Duration::from_millis(2500)))?;
+    println!("{}", render(plain, minted, expiry));
+    let met = minted.cpu_us_per_request - plain.cpu_us_per_request <= TARGET_US
+        && expiry.token_requests == 1
+        && expiry.errors == 0
+        && expiry.slowest_ms <= expiry.median_ms + expiry.token_rtt_ms.max(1.0) * 2.0;
+    Ok(if met || args.smoke {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn render(plain: Gets, minted: Gets, expiry: Expiry) -> String {
+    let more = minted.cpu_us_per_request - plain.cpu_us_per_request;
+    let judge = |ok: bool| if ok { "met" } else { "MISSED" };
+    let waited = expiry.slowest_ms - expiry.median_ms;
+    format!(
+        "| GET /small, HTTP/1.1, 16 connections | requests/s | sluice CPU µs/request | errors |\n\
+         |---|---:|---:|---:|\n\
+         | plain swap | {:.0} | {:.1} | {} |\n\
+         | minted token, cached | {:.0} | {:.1} | {} |\n\
+         \n\
+         | 64 connections across an expiry (tokens live 2 s) | |\n\
+         |---|---:|\n\
+         | requests (errors) | {} ({}) |\n\
+         | token requests during the phase | {} |\n\
+         | median latency | {:.2} ms |\n\
+         | slowest request | {:.2} ms |\n\
+         | one token round trip | {:.2} ms |\n\
+         \n\
+         | target | measured | |\n\
+         |---|---:|---|\n\
+         | minted swap ≤ {TARGET_US} µs more CPU per request | {more:+.2} µs | {} |\n\
+         | one token request across the expiry | {} | {} |\n\
+         | no request waits longer than one token round trip | {waited:.2} ms over the median | {} |",
+        plain.requests_per_s,
+        plain.cpu_us_per_request,
+        plain.errors,
+        minted.requests_per_s,
+        minted.cpu_us_per_request,
+        minted.errors,
+        expiry.requests,
+        expiry.errors,
+        expiry.token_requests,
+        expiry.median_ms,
+        expiry.slowest_ms,
+        expiry.token_rtt_ms,
+        judge(more <= TARGET_US),
+        expiry.token_requests,
+        judge(expiry.token_requests == 1 && expiry.errors == 0),
+        judge(waited <= expiry.token_rtt_ms.max(1.0) * 2.0),
+    )
+}
+
+/// One sluice and its upstream, with tokens living `lifetime_s`.
+struct Setup {
+    _tmp: tempfile::TempDir,
+    upstream: child::Spawned,
+    sluice: child::Spawned,
+    plain: Arc<Route>,
+    minted: Arc<Route>,
+    /// The endpoint, straight (no proxy), for its round trip and its counter.
+    direct: Arc<Route>,
+}
+
+async fn setup(lifetime_s: u64) -> Result<Setup, BenchError> {
+    let tmp = tempfile::tempdir().map_err(BenchError::file(std::env::temp_dir()))?;
+    let dir = tmp.path().to_owned();
+    let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
+    let value = stand_in_value("benchvalue");
+    let upstream = {
+        let mut command = tokio::process::Command::new(&exe);
+        command
+            .arg("upstream")
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--large-bytes")
+            .arg("1048576")
+            .env(TOKEN_VAR, &value)
+            .env(TOKEN_LIFETIME_VAR, lifetime_s.to_string());
+        child::Spawned::start(
+            "upstream",
+            command,
+            &dir.join("upstream.stderr"),
+            child::Ready::Line,
+        )
+        .await?
+    };
+    let policy = dir.join("minted.yaml");
+    std::fs::write(&policy, declaration(upstream.addr().port()))
+        .map_err(BenchError::file(&policy))?;
+    let sluice = crate::sluice_peer::spawn(&exe, &dir, &value, |sluice| {
+        sluice
+            .arg("--policy")
+            .arg(&policy)
+            .env(CLIENT_SECRET_VAR, "bench-client-secret-0001");
+    })
+    .await?;
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path)
+            .map(|s| s.trim().to_owned())
+            .map_err(BenchError::file(path))
+    };
+    let placeholders = read("placeholders")?;
+    let minted_placeholder = placeholders
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{MINTED}=")))
+        .map(str::to_owned)
+        .ok_or_else(|| BenchError::peer("sluice", "no placeholder for the minted secret"))?;
+    let tls = ClientTls::trusting(&dir.join("ca.pem"))?;
+    let route = |authorization: &str| -> Result<Arc<Route>, BenchError> {
+        Ok(Arc::new(Route {
+            proxy: Some(ProxyAccess {
+                addr: sluice.addr(),
+                authorization: read("proxy-url").ok().map(|url| basic_auth(&url)),
+            }),
+            tls: tls.clone(),
+            upstream: upstream.addr(),
+            authorization: HeaderValue::from_str(&format!("Bearer {authorization}"))
+                .map_err(|e| BenchError::peer("sluice", e))?,
+            headers: Vec::new(),
+        }))
+    };
+    let plain = route(&read("placeholder")?)?;
+    let minted = route(&minted_placeholder)?;
+    let direct = Arc::new(Route {
+        proxy: None,
+        tls: ClientTls::trusting(&dir.join("upstream-ca.pem"))?,
+        upstream: upstream.addr(),
+        authorization: HeaderValue::from_static("-"),
+        headers: Vec::new(),
+    });
+    Ok(Setup {
+        _tmp: tmp,
+        upstream,
+        sluice,
+        plain,
+        minted,
+        direct,
+    })
+}
+
+impl Setup {
+    async fn stop(self) {
+        self.sluice.stop(Duration::from_secs(3)).await;
+        self.upstream.stop(Duration::from_secs(3)).await;
+    }
+
+    /// Tokens the endpoint has minted so far.
+    async fn tokens(&self) -> Result<u64, BenchError> {
+        let mut sender = self.direct.open(Proto::H1).await?;
+        let answer = sender.get(&self.direct, "/stats", true).await?;
+        let text = String::from_utf8_lossy(&answer.body).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("tokens "))
+            .and_then(|n| n.trim().parse().ok())
+            .ok_or_else(|| BenchError::peer("upstream", format!("no token count in {text:?}")))
+    }
+}
+
+async fn per_request(rounds: usize, phase: Duration) -> Result<(Gets, Gets), BenchError> {
+    let setup = setup(3600).await?;
+    let pid = setup
+        .sluice
+        .pid()
+        .ok_or_else(|| BenchError::peer("sluice", "no process id"))?;
+    let ticks_per_second = child::clock_ticks_per_second() as f64;
+    let cpu = || child::cpu_ticks(pid).unwrap_or(0) as f64 / ticks_per_second;
+    let (mut plains, mut minteds) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (route, figures) in [(&setup.plain, &mut plains), (&setup.minted, &mut minteds)] {
+            let before = cpu();
+            let tally = load::small(route.clone(), Proto::H1, 16, 1, phase).await;
+            let spent = cpu() - before;
+            if tally.latencies_ns.is_empty() {
+                return Err(BenchError::peer(
+                    "sluice",
+                    format!(
+                        "no request answered: {}; sluice: {}",
+                        tally.first_error.unwrap_or_default(),
+                        setup.sluice.stderr_tail()
+                    ),
+                ));
+            }
+            let requests = tally.latencies_ns.len() as f64;
+            figures.push(Gets {
+                requests_per_s: requests / tally.elapsed.as_secs_f64().max(1e-9),
+                cpu_us_per_request: spent * 1e6 / requests,
+                errors: tally.errors,
+            });
+        }
+    }
+    setup.stop().await;
+    Ok((median(&mut plains), median(&mut minteds)))
+}
+
+fn median(rounds: &mut [Gets]) -> Gets {
+    rounds.sort_by(|a, b| a.cpu_us_per_request.total_cmp(&b.cpu_us_per_request));
+    rounds[rounds.len() / 2]
+}
+
+async fn across_expiry(phase: Duration) -> Result<Expiry, BenchError> {
+    let setup = setup(2).await?;
+    // One token round trip, straight to the endpoint.
+    let mut sender = setup.direct.open(Proto::H1).await?;
+    let mut trips = Vec::with_capacity(20);
+    for _ in 0..20 {
+        let started = Instant::now();
+        sender.get(&setup.direct, "/token", true).await?;
+        trips.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    trips.sort_by(f64::total_cmp);
+    let token_rtt_ms = trips[trips.len() / 2];
+    // The first mint happens while `small` warms each connection; the phase starts with a
+    // fresh token and runs through its refresh window and its expiry.
+    let before = setup.tokens().await?;
+    let tally = load::small(setup.minted.clone(), Proto::H1, 64, 1, phase).await;
+    let after = setup.tokens().await?;
+    let mut latencies = tally.latencies_ns.clone();
+    latencies.sort_unstable();
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let expiry = Expiry {
+        requests: latencies.len(),
+        errors: tally.errors,
+        // The first mint (during the warm-up) is not the phase's.
+        token_requests: after.saturating_sub(before).saturating_sub(1),
+        median_ms: latencies.get(latencies.len() / 2).copied().map_or(0.0, ms),
+        slowest_ms: latencies.last().copied().map_or(0.0, ms),
+        token_rtt_ms,
+    };
+    setup.stop().await;
+    Ok(expiry)
+}
