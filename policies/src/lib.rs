@@ -50,6 +50,7 @@ mod model;
 mod pin;
 mod placeholder;
 mod policy;
+mod random;
 mod raw;
 mod rules;
 pub mod shape;
@@ -66,14 +67,15 @@ pub use fingerprint::fingerprint;
 pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
-pub use mint::{ClientId, Grant, MintPart, MinterDecl, TokenBody, TokenUrl, Want, mint_part_name};
+pub use mint::{ClientId, Grant, MinterDecl, TokenBody, TokenUrl, Want, mint_part_name};
 pub use model::{
-    Budget, Literal, Location, Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl,
+    Budget, Literal, Location, MintPart, Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl,
     SigningPart, Sink, Source, part_secret_name, placeholder_name,
 };
 pub use pin::SpkiPin;
-pub use placeholder::{MintError, NONCE_BYTES, Placeholders};
+pub use placeholder::{NONCE_BYTES, Placeholders};
 pub use policy::{DeclarationFile, Denied, Loaded, Policy, Reach};
+pub use random::MintError;
 pub use rules::{RequestLine, RequestRules, RuleProblem, normalize_path};
 /// The guard's limits, which validation checks a declaration against: defined once, in
 /// sluice-guard.

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use crate::model::Source;
+use crate::model::{MintPart, Source};
 
 /// An OAuth 2 grant sluice can mint with (`grant:`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,28 +77,6 @@ pub enum Want {
     Optional,
     /// The grant has no use for it: given, it is a mistake.
     Never,
-}
-
-/// One part of a minted credential, each a secret of its own to the guard.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MintPart {
-    /// The access token: the secret's own name, swapped where granted.
-    AccessToken,
-    /// The refresh token (`NAME.refresh_token`): rotated by the provider, held by sluice.
-    RefreshToken,
-    /// The client secret (`NAME.client_secret`).
-    ClientSecret,
-}
-
-impl MintPart {
-    /// The key under `oauth2:`, and the part's name after the secret's.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MintPart::AccessToken => "access_token",
-            MintPart::RefreshToken => "refresh_token",
-            MintPart::ClientSecret => "client_secret",
-        }
-    }
 }
 
 /// The name of a minted secret's part: `NAME.refresh_token`, `NAME.client_secret` (its

@@ -205,7 +205,7 @@ pub struct SecretDecl {
     pub(crate) signs: Option<(usize, SigningPart)>,
     /// For a part of a minted secret: the minter's index in [`crate::Policy::minters`] and
     /// which part this is.
-    pub(crate) mints: Option<(usize, crate::mint::MintPart)>,
+    pub(crate) mints: Option<(usize, MintPart)>,
 }
 
 impl SecretDecl {
@@ -273,7 +273,7 @@ impl SecretDecl {
             return format!("signs → {}; the {} part", hosts.join(", "), part.as_str());
         }
         if let Some((_, part)) = self.mints
-            && part != crate::mint::MintPart::AccessToken
+            && part != MintPart::AccessToken
         {
             let hosts: Vec<String> = self.hosts.iter().map(ToString::to_string).collect();
             return format!(
@@ -366,7 +366,7 @@ impl SecretDecl {
 
     /// For a part of a minted secret (`oauth2:`): its minter's index in
     /// [`crate::Policy::minters`] and which part it is.
-    pub fn mints(&self) -> Option<(usize, crate::mint::MintPart)> {
+    pub fn mints(&self) -> Option<(usize, MintPart)> {
         self.mints
     }
 }
@@ -554,5 +554,27 @@ impl fmt::Display for Budget {
             self.requests,
             humantime::format_duration(self.per)
         )
+    }
+}
+
+/// One part of a minted credential, each a secret of its own to the guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MintPart {
+    /// The access token: the secret's own name, swapped where granted.
+    AccessToken,
+    /// The refresh token (`NAME.refresh_token`): rotated by the provider, held by sluice.
+    RefreshToken,
+    /// The client secret (`NAME.client_secret`).
+    ClientSecret,
+}
+
+impl MintPart {
+    /// The key under `oauth2:`, and the part's name after the secret's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MintPart::AccessToken => "access_token",
+            MintPart::RefreshToken => "refresh_token",
+            MintPart::ClientSecret => "client_secret",
+        }
     }
 }

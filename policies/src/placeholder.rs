@@ -7,6 +7,7 @@
 
 use crate::model::{PlaceholderForm, SecretDecl, SigningPart, placeholder_name};
 use crate::policy::Policy;
+use crate::random::{MintError, random_chars};
 use crate::shape::Shape;
 
 /// Random bytes per minted nonce: 96 bits, above the 64 the contract asks.
@@ -20,22 +21,6 @@ const ACCESS_KEY_ID_CHARS: usize = 14;
 const SECRET_KEY_CHARS: usize = 33;
 const UPPER_ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
-/// `n` characters drawn uniformly from `alphabet` (rejection sampling: no modulo bias).
-pub(crate) fn random_chars(n: usize, alphabet: &[u8]) -> Result<String, MintError> {
-    let limit = 256 - 256 % alphabet.len();
-    let mut out = String::with_capacity(n);
-    let mut buf = [0u8; 64];
-    while out.len() < n {
-        getrandom::fill(&mut buf).map_err(MintError)?;
-        for &b in &buf {
-            if out.len() < n && usize::from(b) < limit {
-                out.push(char::from(alphabet[usize::from(b) % alphabet.len()]));
-            }
-        }
-    }
-    Ok(out)
-}
 
 /// The placeholders of one run, one per secret, in declaration order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,11 +62,6 @@ impl FromIterator<(String, String)> for Placeholders {
         }
     }
 }
-
-/// Why placeholders could not be minted.
-#[derive(Debug, thiserror::Error)]
-#[error("the operating system's random source failed: {0}")]
-pub struct MintError(pub(crate) getrandom::Error);
 
 impl Policy {
     /// Mints this run's placeholders: the fixed `placeholder:` where the declaration gives

@@ -19,7 +19,7 @@
 //! ([`FORMATS`]); `placeholder: shaped` takes any value's own shape ([`Shape::of_value`]).
 //! This module reads a value only to take its shape, and never keeps, prints or returns it.
 
-use crate::placeholder::{MintError, random_chars};
+use crate::random::{MintError, random_chars};
 
 /// The fewest random bits a shaped placeholder holds, as a `SLUICE_` one does at least.
 pub const MIN_RANDOM_BITS: f64 = 64.0;

@@ -220,7 +220,7 @@ impl Source {
             Source::Literal(lit) => Zeroizing::new(lit.0.to_vec()),
             Source::Minted => {
                 let mut random = Zeroizing::new([0u8; 32]);
-                getrandom::fill(&mut *random).map_err(crate::placeholder::MintError)?;
+                getrandom::fill(&mut *random).map_err(crate::random::MintError)?;
                 Zeroizing::new(format!("sluice-unminted-{}", hex::encode(*random)).into_bytes())
             }
         })

@@ -82,5 +82,5 @@ pub enum SourceError {
     Guard(#[from] sluice_guard::GuardError),
     /// The operating system's random source failed while minting placeholders.
     #[error(transparent)]
-    Random(#[from] crate::placeholder::MintError),
+    Random(#[from] crate::random::MintError),
 }

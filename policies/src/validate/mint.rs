@@ -18,9 +18,8 @@ use super::{Ctx, Pos, push_at};
 use crate::error::{MintProblem, Problem};
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
-use crate::mint::{
-    ClientId, Grant, MintPart, MinterDecl, TokenBody, TokenUrl, Want, mint_part_name,
-};
+use crate::mint::{ClientId, Grant, MinterDecl, TokenBody, TokenUrl, Want, mint_part_name};
+use crate::model::MintPart;
 use crate::model::{PlaceholderForm, SecretDecl, Sink, Source, placeholder_name};
 use crate::raw::{RawClientId, RawOauth2, RawPartFrom, RawSecret};
 

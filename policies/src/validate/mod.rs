@@ -27,7 +27,8 @@ use serde_saphyr::Spanned;
 
 use crate::error::{Diagnostic, Problem};
 use crate::host::HostPattern;
-use crate::mint::{MintPart, MinterDecl};
+use crate::mint::MinterDecl;
+use crate::model::MintPart;
 use crate::model::{SecretDecl, SignerDecl};
 use crate::raw::{RawDeclaration, SpannedList};
 
