@@ -64,12 +64,18 @@ impl Publish for Publisher {
             Ok(None) => format!("minted {}; no expiry given", chain.grant),
             Err(failure) => format!("refused {}: {}", chain.grant, failure.code()),
         };
+        let result = outcome.map_or_else(MintFailure::result, |_| "ok");
+        self.0.counters.mint(&chain.name, result);
         self.0.record(
             Event::new(EventKind::Mint)
                 .secret(chain.name.as_str())
                 .host(chain.endpoint_host.as_str())
                 .reason(reason),
         );
+    }
+
+    fn waited(&self, _chain: &Chain, took: Duration) {
+        self.0.counters.mint_waited(took);
     }
 }
 

@@ -50,6 +50,12 @@ pub(crate) struct Counters {
     audit_failures: AtomicU64,
     /// Body bytes the guard scanned (decoded), both ways.
     scanned: AtomicU64,
+    /// Token requests sluice made, by the minted secret's name and the result (`ok` or
+    /// one of [`crate::mint::MintFailure::result`]'s fixed set).
+    mints: Mutex<HashMap<(Box<str>, &'static str), u64>>,
+    /// How long requests waited for a token request (those that did not wait are not
+    /// observed: a token in force, or refreshed in the background, costs no wait).
+    pub(crate) mint_wait: Histogram,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -107,6 +113,22 @@ impl Counters {
         self.scanned.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// Counts a token request for `secret`, by its result.
+    pub(crate) fn mint(&self, secret: &str, result: &'static str) {
+        let mut mints = lock(&self.mints);
+        match mints.get_mut(&(secret.into(), result)) {
+            Some(count) => *count += 1,
+            None => {
+                mints.insert((secret.into(), result), 1);
+            }
+        }
+    }
+
+    /// Records how long a request waited for a token request.
+    pub(crate) fn mint_waited(&self, took: Duration) {
+        self.mint_wait.observe(took);
+    }
+
     /// Records how long a request took to its response head.
     pub(crate) fn request_took(&self, took: Duration) {
         self.request_duration.observe(took);
@@ -158,7 +180,11 @@ impl Metrics {
             for (code, count) in lock(&counters.refusals).iter() {
                 *sum.refusals.entry(code).or_default() += count;
             }
+            for ((secret, result), count) in lock(&counters.mints).iter() {
+                *sum.mints.entry((secret.to_string(), result)).or_default() += count;
+            }
             sum.request_duration.add(&counters.request_duration);
+            sum.mint_wait.add(&counters.mint_wait);
             sum.tls_handshakes += counters.tls_handshakes.load(Ordering::Relaxed);
             sum.tls_failures += counters.tls_failures.load(Ordering::Relaxed);
             sum.audit_failures += counters.audit_failures.load(Ordering::Relaxed);
@@ -183,6 +209,8 @@ struct Sum {
     secret_events: std::collections::BTreeMap<String, [u64; KINDS]>,
     refusals: std::collections::BTreeMap<&'static str, u64>,
     request_duration: histogram::Snapshot,
+    mints: std::collections::BTreeMap<(String, &'static str), u64>,
+    mint_wait: histogram::Snapshot,
     tls_handshakes: u64,
     tls_failures: u64,
     audit_failures: u64,

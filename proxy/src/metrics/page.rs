@@ -142,20 +142,39 @@ impl Collector for Page {
                 ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
             }
         }
-        let histogram = &sum.request_duration;
-        encoder
-            .encode_descriptor(
+        {
+            let mut family = encoder.encode_descriptor(
+                "sluice_mints",
+                "Token requests sluice made for a minted secret, by the secret's declared name and the result (ok, or why it failed).",
+                None,
+                MetricType::Counter,
+            )?;
+            for ((secret, result), count) in &sum.mints {
+                let labels = [("secret", secret.as_str()), ("result", *result)];
+                ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        for (name, help, histogram) in [
+            (
                 "sluice_request_duration",
                 "Time from a request's arrival to its response head (refusals included).",
-                Some(&Unit::Seconds),
-                MetricType::Histogram,
-            )?
-            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-                histogram.sum_nanos as f64 / 1e9,
-                histogram.count,
-                &histogram.cumulative(),
-                None,
-            )?;
+                &sum.request_duration,
+            ),
+            (
+                "sluice_mint_wait",
+                "Time a request waited for a token request (a token in force, or refreshed ahead of its expiry, costs no wait and is not observed).",
+                &sum.mint_wait,
+            ),
+        ] {
+            encoder
+                .encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?
+                .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                    histogram.sum_nanos as f64 / 1e9,
+                    histogram.count,
+                    &histogram.cumulative(),
+                    None,
+                )?;
+        }
         let g = &self.gauges;
         for (name, help, pick) in [
             (

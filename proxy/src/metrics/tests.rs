@@ -84,3 +84,33 @@ fn a_scrape_while_workers_count_sees_each_count_once() {
     assert!(page.contains("sluice_secret_events_total{secret=\"s\",event=\"redact\"} 20000"));
     assert!(midway.contains("sluice_events_total{event=\"redact\"}"));
 }
+
+#[test]
+fn mints_are_counted_per_secret_and_result_and_a_providers_own_code_is_no_label() {
+    use crate::mint::MintFailure;
+    let metrics = Metrics::default();
+    let (a, b) = (metrics.worker(), metrics.worker());
+    a.mint("idp", "ok");
+    b.mint("idp", "ok");
+    let refused = MintFailure::Provider("invalid_grant".into());
+    a.mint("idp", refused.result());
+    // A code the provider made up (it could echo the request) is not a label.
+    let made_up = MintFailure::Provider("secret_xyz_echoed".into());
+    b.mint("idp", made_up.result());
+    a.mint_waited(Duration::from_millis(40));
+    let page = metrics.encode(&Gauges::default());
+    for line in [
+        "sluice_mints_total{secret=\"idp\",result=\"ok\"} 2",
+        "sluice_mints_total{secret=\"idp\",result=\"invalid_grant\"} 1",
+        "sluice_mints_total{secret=\"idp\",result=\"other_error\"} 1",
+        "sluice_mint_wait_seconds_count 1",
+        "sluice_mint_wait_seconds_bucket{le=\"0.05\"} 1",
+        "sluice_mint_wait_seconds_bucket{le=\"0.025\"} 0",
+    ] {
+        assert!(
+            page.lines().any(|l| l == line),
+            "missing {line:?} in\n{page}"
+        );
+    }
+    assert!(!page.contains("secret_xyz_echoed"), "{page}");
+}

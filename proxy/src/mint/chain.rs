@@ -41,6 +41,8 @@ pub(crate) trait Publish: Send + Sync {
     fn minted(&self, chain: &Chain, issued: &Issued) -> Result<u64, MintFailure>;
     /// A mint finished: `Ok(lifetime)` or the failure.
     fn audited(&self, chain: &Chain, outcome: Result<Option<Duration>, &MintFailure>);
+    /// A request waited `took` for the single flight (its token was missing or stale).
+    fn waited(&self, chain: &Chain, took: Duration);
 }
 
 /// A token in force: when it was minted and expires, and which generation knows it (its
@@ -194,6 +196,19 @@ impl Chain {
                 Freshness::Stale => {}
             }
         }
+        let waiting = Instant::now();
+        let token = self.token_in_flight(upstream, publish).await;
+        publish.waited(self, waiting.elapsed());
+        token
+    }
+
+    /// The slow path of [`Chain::token`]: wait for the single flight, then use what it
+    /// minted, its failure within the backoff, or mint.
+    async fn token_in_flight(
+        &self,
+        upstream: &Upstream,
+        publish: &Arc<dyn Publish>,
+    ) -> Result<Arc<Token>, MintFailure> {
         let mut held = self.minting.lock().await;
         // Minted while this caller waited: the single flight's answer.
         if let Some(token) = self.current()

@@ -81,7 +81,32 @@ pub(crate) enum MintFailure {
     Unusable(&'static str),
 }
 
+/// The error codes RFC 6749 §5.2 defines: the only provider codes a metric label may
+/// carry (any other is `other_error`, so a provider cannot grow the page).
+const RFC6749_ERRORS: [&str; 6] = [
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+];
+
 impl MintFailure {
+    /// The failure as a metric's `result` label: one of a fixed set.
+    pub(crate) fn result(&self) -> &'static str {
+        match self {
+            MintFailure::Provider(code) => RFC6749_ERRORS
+                .iter()
+                .find(|known| **known == code.as_str())
+                .copied()
+                .unwrap_or("other_error"),
+            MintFailure::NotAToken(_) => "not_a_token_response",
+            MintFailure::Unreachable(_) => "unreachable",
+            MintFailure::Unusable(_) => "unusable_part",
+        }
+    }
+
     /// The short code for the audit log's `reason` and the response: the provider's
     /// `error`, or what kind of failure it was.
     pub(crate) fn code(&self) -> String {
