@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod admin;
 mod audit_report;
 mod child;
 mod error;

@@ -9,9 +9,12 @@
 //!   minted token is fit to send; the difference is the minted swap's own.
 //! - **64 connections across an expiry**: a second sluice whose tokens live 2 s; 64
 //!   connections send small GETs carrying the minted placeholder for 2.5 s, across the token's
-//!   refresh window and its expiry. The token endpoint counts its token requests (one is
-//!   the first mint, made before the clock starts); the slowest request is set against one
-//!   token round trip (a direct request to the endpoint, the median of 20).
+//!   refresh window and its expiry (the first mint is made by one request before the
+//!   clock starts). The token endpoint counts its token requests. What requests waited on a token request
+//!   is sluice's own histogram (`sluice_mint_wait_seconds`, scraped from its admin endpoint
+//!   before and after the phase), set against one token round trip (a direct request to the
+//!   endpoint, the median of 20). The slowest request end to end is reported beside it: on
+//!   two cores at 64 connections it is scheduling, not a wait for a token.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use http::HeaderValue;
 
+use crate::admin::Admin;
 use crate::child;
 use crate::error::BenchError;
 use crate::harness::{basic_auth, stand_in_value};
@@ -66,6 +70,55 @@ struct Expiry {
     slowest_ms: f64,
     /// One token round trip, straight to the endpoint.
     token_rtt_ms: f64,
+    /// Requests that waited on a token request during the phase, and the upper bound of
+    /// the histogram bucket holding the longest wait (None when none waited).
+    waits: u64,
+    longest_wait_ms: Option<f64>,
+}
+
+impl Expiry {
+    /// No request waited longer than one token round trip (a wait's bucket bound is at
+    /// least the wait, so a bound within one round trip is a wait within it).
+    fn waited_within_a_round_trip(&self) -> bool {
+        self.longest_wait_ms
+            .is_none_or(|longest| longest <= self.token_rtt_ms)
+    }
+}
+
+/// Requests that waited on a token request, from a `/metrics` page: the count, and each
+/// bucket's `(upper bound ms, cumulative count)`.
+fn mint_waits(page: &str) -> (u64, Vec<(f64, u64)>) {
+    let mut count = 0;
+    let mut buckets = Vec::new();
+    for line in page.lines() {
+        if let Some(n) = line.strip_prefix("sluice_mint_wait_seconds_count ") {
+            count = n.trim().parse().unwrap_or(0);
+        } else if let Some(rest) = line.strip_prefix("sluice_mint_wait_seconds_bucket{le=\"")
+            && let Some((bound, n)) = rest.split_once("\"} ")
+        {
+            let bound = bound.parse::<f64>().unwrap_or(f64::INFINITY) * 1e3;
+            buckets.push((bound, n.trim().parse().unwrap_or(0)));
+        }
+    }
+    (count, buckets)
+}
+
+/// The waits between two pages: how many, and the bound of the bucket holding the longest.
+fn waits_between(before: &str, after: &str) -> (u64, Option<f64>) {
+    let (count_before, buckets_before) = mint_waits(before);
+    let (count_after, buckets_after) = mint_waits(after);
+    let waits = count_after.saturating_sub(count_before);
+    let longest = buckets_after
+        .iter()
+        .zip(
+            buckets_before
+                .iter()
+                .map(|(_, n)| *n)
+                .chain(std::iter::repeat(0)),
+        )
+        .find(|((_, after), before)| after.saturating_sub(*before) == waits)
+        .map(|((bound, _), _)| *bound);
+    (waits, if waits == 0 { None } else { longest })
 }
 
 /// The declaration: the bench token swapped in `Authorization`, and a minted secret with
@@ -113,7 +166,7 @@ pub(crate) fn run(args: &MintedArgs) -> Result<ExitCode, BenchError> {
     let met = minted.cpu_us_per_request - plain.cpu_us_per_request <= TARGET_US
         && expiry.token_requests == 1
         && expiry.errors == 0
-        && expiry.slowest_ms <= expiry.median_ms + expiry.token_rtt_ms.max(1.0) * 2.0;
+        && expiry.waited_within_a_round_trip();
     Ok(if met || args.smoke {
         ExitCode::SUCCESS
     } else {
@@ -124,7 +177,9 @@ pub(crate) fn run(args: &MintedArgs) -> Result<ExitCode, BenchError> {
 fn render(plain: Gets, minted: Gets, expiry: Expiry) -> String {
     let more = minted.cpu_us_per_request - plain.cpu_us_per_request;
     let judge = |ok: bool| if ok { "met" } else { "MISSED" };
-    let waited = expiry.slowest_ms - expiry.median_ms;
+    let longest = expiry
+        .longest_wait_ms
+        .map_or_else(|| "none waited".to_owned(), |ms| format!("≤ {ms:.1} ms"));
     format!(
         "| GET /small, HTTP/1.1, 16 connections | requests/s | sluice CPU µs/request | errors |\n\
          |---|---:|---:|---:|\n\
@@ -136,14 +191,15 @@ fn render(plain: Gets, minted: Gets, expiry: Expiry) -> String {
          | requests (errors) | {} ({}) |\n\
          | token requests during the phase | {} |\n\
          | median latency | {:.2} ms |\n\
-         | slowest request | {:.2} ms |\n\
+         | slowest request, end to end | {:.2} ms |\n\
          | one token round trip | {:.2} ms |\n\
+         | requests that waited on a token request | {} |\n\
          \n\
          | target | measured | |\n\
          |---|---:|---|\n\
          | minted swap ≤ {TARGET_US} µs more CPU per request | {more:+.2} µs | {} |\n\
          | one token request across the expiry | {} | {} |\n\
-         | no request waits longer than one token round trip | {waited:.2} ms over the median | {} |",
+         | no request waits longer than one token round trip | {longest} | {} |",
         plain.requests_per_s,
         plain.cpu_us_per_request,
         plain.errors,
@@ -156,10 +212,11 @@ fn render(plain: Gets, minted: Gets, expiry: Expiry) -> String {
         expiry.median_ms,
         expiry.slowest_ms,
         expiry.token_rtt_ms,
+        expiry.waits,
         judge(more <= TARGET_US),
         expiry.token_requests,
         judge(expiry.token_requests == 1 && expiry.errors == 0),
-        judge(waited <= expiry.token_rtt_ms.max(1.0) * 2.0),
+        judge(expiry.waited_within_a_round_trip()),
     )
 }
 
@@ -172,6 +229,7 @@ struct Setup {
     minted: Arc<Route>,
     /// The endpoint, straight (no proxy), for its round trip and its counter.
     direct: Arc<Route>,
+    admin: Admin,
 }
 
 async fn setup(lifetime_s: u64) -> Result<Setup, BenchError> {
@@ -204,6 +262,7 @@ async fn setup(lifetime_s: u64) -> Result<Setup, BenchError> {
         sluice
             .arg("--policy")
             .arg(&policy)
+            .arg("--admin")
             .env(CLIENT_SECRET_VAR, "bench-client-secret-0001");
     })
     .await?;
@@ -233,6 +292,7 @@ async fn setup(lifetime_s: u64) -> Result<Setup, BenchError> {
             headers: Vec::new(),
         }))
     };
+    let admin = Admin::from_url(&read("admin-url")?)?;
     let plain = route(&read("placeholder")?)?;
     let minted = route(&minted_placeholder)?;
     let direct = Arc::new(Route {
@@ -249,6 +309,7 @@ async fn setup(lifetime_s: u64) -> Result<Setup, BenchError> {
         plain,
         minted,
         direct,
+        admin,
     })
 }
 
@@ -323,23 +384,57 @@ async fn across_expiry(phase: Duration) -> Result<Expiry, BenchError> {
     }
     trips.sort_by(f64::total_cmp);
     let token_rtt_ms = trips[trips.len() / 2];
-    // The first mint happens while `small` warms each connection; the phase starts with a
-    // fresh token and runs through its refresh window and its expiry.
+    // The first mint, before the clock starts: one request that waits for it. The phase
+    // then starts with a fresh token and runs through its refresh window and its expiry.
+    let mut first = setup.minted.open(Proto::H1).await?;
+    first.get(&setup.minted, "/small", true).await?;
+    drop(first);
     let before = setup.tokens().await?;
+    let page_before = setup.admin.scrape().await?;
     let tally = load::small(setup.minted.clone(), Proto::H1, 64, 1, phase).await;
+    let page_after = setup.admin.scrape().await?;
     let after = setup.tokens().await?;
+    let (waits, longest_wait_ms) = waits_between(&page_before, &page_after);
     let mut latencies = tally.latencies_ns.clone();
     latencies.sort_unstable();
     let ms = |ns: u64| ns as f64 / 1e6;
     let expiry = Expiry {
         requests: latencies.len(),
         errors: tally.errors,
-        // The first mint (during the warm-up) is not the phase's.
-        token_requests: after.saturating_sub(before).saturating_sub(1),
+        token_requests: after.saturating_sub(before),
         median_ms: latencies.get(latencies.len() / 2).copied().map_or(0.0, ms),
         slowest_ms: latencies.last().copied().map_or(0.0, ms),
         token_rtt_ms,
+        waits,
+        longest_wait_ms,
     };
     setup.stop().await;
     Ok(expiry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(count: u64, buckets: &[(&str, u64)]) -> String {
+        let mut page = String::from("# HELP sluice_mint_wait_seconds x\n");
+        for (le, n) in buckets {
+            page.push_str(&format!(
+                "sluice_mint_wait_seconds_bucket{{le=\"{le}\"}} {n}\n"
+            ));
+        }
+        page.push_str(&format!("sluice_mint_wait_seconds_count {count}\n"));
+        page
+    }
+
+    #[test]
+    fn the_longest_wait_is_the_first_bucket_holding_every_new_wait() {
+        let before = page(1, &[("0.001", 0), ("0.005", 1), ("0.01", 1), ("+Inf", 1)]);
+        let none = waits_between(&before, &before);
+        assert_eq!(none, (0, None));
+        let after = page(3, &[("0.001", 1), ("0.005", 2), ("0.01", 3), ("+Inf", 3)]);
+        let (waits, longest) = waits_between(&before, &after);
+        assert_eq!(waits, 2);
+        assert_eq!(longest, Some(10.0));
+    }
 }

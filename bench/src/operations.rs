@@ -20,16 +20,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use bytes::Bytes;
 use clap::Args;
-use http::{HeaderValue, Request};
-use http_body_util::{BodyExt, Empty};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use http::HeaderValue;
 use sluice_policies::Policy;
-use tokio::net::TcpStream;
 
+use crate::admin::Admin;
 use crate::child;
 use crate::error::BenchError;
 use crate::harness::{basic_auth, stand_in_value};
@@ -267,101 +262,6 @@ struct Scraping {
 fn median(rounds: &mut [Phase]) -> Phase {
     rounds.sort_by(|a, b| a.cpu_us_per_request.total_cmp(&b.cpu_us_per_request));
     rounds[rounds.len() / 2]
-}
-
-/// The admin endpoint, as a scraper reaches it.
-#[derive(Clone)]
-struct Admin {
-    addr: SocketAddr,
-    authorization: HeaderValue,
-}
-
-/// A scraper running until stopped.
-struct Scraper {
-    stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Result<usize, BenchError>>,
-}
-
-impl Scraper {
-    /// Stops it; how many pages it fetched.
-    async fn stop(self) -> Result<usize, BenchError> {
-        let _ = self.stop.send(true);
-        self.task
-            .await
-            .map_err(|e| BenchError::peer("scraper", e))?
-    }
-}
-
-impl Admin {
-    /// From `admin-url` (`http://user:token@host:port`).
-    fn from_url(url: &str) -> Result<Self, BenchError> {
-        let rest = url.trim_start_matches("http://");
-        let (userinfo, addr) = rest
-            .rsplit_once('@')
-            .ok_or_else(|| BenchError::peer("sluice", "admin-url has no credentials"))?;
-        let addr = addr
-            .parse()
-            .map_err(|e| BenchError::peer("sluice", format!("admin-url: {e}")))?;
-        let token = base64::engine::general_purpose::STANDARD.encode(userinfo);
-        let authorization = HeaderValue::from_str(&format!("Basic {token}"))
-            .map_err(|e| BenchError::peer("sluice", e))?;
-        Ok(Self {
-            addr,
-            authorization,
-        })
-    }
-
-    /// Fetches `/metrics` every `interval` (the first at once) until stopped. Between
-    /// scrapes it sleeps, and wakes for nothing else: the load beside it keeps the client's
-    /// threads.
-    fn scrape_every(&self, interval: Duration) -> Scraper {
-        let (stop, mut stopped) = tokio::sync::watch::channel(false);
-        let admin = self.clone();
-        let task = tokio::spawn(async move {
-            let mut scrapes = 0;
-            loop {
-                admin.scrape().await?;
-                scrapes += 1;
-                tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
-                    _ = stopped.changed() => return Ok(scrapes),
-                }
-            }
-        });
-        Scraper { stop, task }
-    }
-
-    /// One scrape, on a connection of its own, as Prometheus makes them.
-    async fn scrape(&self) -> Result<(), BenchError> {
-        let failed = |e: String| BenchError::peer("scraper", e);
-        let tcp = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let (mut send, conn) = http1::handshake(TokioIo::new(tcp))
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        tokio::spawn(conn);
-        let request = Request::get("/metrics")
-            .header("host", self.addr.to_string())
-            .header("authorization", self.authorization.clone())
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| failed(e.to_string()))?;
-        let response = send
-            .send_request(request)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let status = response.status();
-        let page = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .to_bytes();
-        if !status.is_success() || !page.starts_with(b"# HELP") {
-            return Err(failed(format!("/metrics answered {status}")));
-        }
-        Ok(())
-    }
 }
 
 /// A declaration of `count` secrets, each read from its own file beside it (as a mounted
