@@ -211,6 +211,7 @@ fn summary_tables_a_known_run() {
             "0",
             "1",
             "0",
+            "0",
             "0"
         ]
     );
