@@ -64,7 +64,7 @@ impl Publish for Publisher {
             Ok(None) => format!("minted {}; no expiry given", chain.grant),
             Err(failure) => format!("refused {}: {}", chain.grant, failure.code()),
         };
-        let result = outcome.map_or_else(MintFailure::result, |_| "ok");
+        let result = outcome.map_or_else(MintFailure::code, |_| "ok");
         self.0.counters.mint(&chain.name, result);
         self.0.record(
             Event::new(EventKind::Mint)

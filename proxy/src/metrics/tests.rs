@@ -92,11 +92,11 @@ fn mints_are_counted_per_secret_and_result_and_a_providers_own_code_is_no_label(
     let (a, b) = (metrics.worker(), metrics.worker());
     a.mint("idp", "ok");
     b.mint("idp", "ok");
-    let refused = MintFailure::Provider("invalid_grant".into());
-    a.mint("idp", refused.result());
+    let refused = MintFailure::Provider("invalid_grant");
+    a.mint("idp", refused.code());
     // A code the provider made up (it could echo the request) is not a label.
-    let made_up = MintFailure::Provider("secret_xyz_echoed".into());
-    b.mint("idp", made_up.result());
+    let made_up = MintFailure::Provider(crate::mint::client::provider_code("secret_xyz_echoed"));
+    b.mint("idp", made_up.code());
     a.mint_waited(Duration::from_millis(40));
     let page = metrics.encode(&Gauges::default());
     for line in [

@@ -256,7 +256,7 @@ impl Chain {
         publish: &Arc<dyn Publish>,
     ) -> Result<Arc<Token>, MintFailure> {
         let result = if held.refresh_spent {
-            Err(MintFailure::Provider("invalid_grant".into()))
+            Err(MintFailure::Provider("invalid_grant"))
         } else {
             let ask = Ask {
                 token_url: &self.token_url,
@@ -309,9 +309,7 @@ impl Chain {
         failure: MintFailure,
         publish: &Arc<dyn Publish>,
     ) -> MintFailure {
-        if failure == MintFailure::Provider("invalid_grant".into())
-            && self.grant == Grant::RefreshToken
-        {
+        if failure == MintFailure::Provider("invalid_grant") && self.grant == Grant::RefreshToken {
             held.refresh_spent = true;
         }
         let backoff = held

@@ -67,9 +67,12 @@ impl std::fmt::Debug for Issued {
 /// Why a mint failed, in words safe for a log line, an audit event and a response body.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum MintFailure {
-    /// The provider answered an OAuth error: its `error` code.
+    /// The provider answered an OAuth error: its `error` code when the OAuth RFCs define
+    /// it, else `other_error`. Never the provider's own string: a provider that echoes what
+    /// it was sent (a client secret is plain alphanumerics) would put it into the sandbox's
+    /// 502, the audit log and the metrics.
     #[error("the token endpoint answered error `{0}`")]
-    Provider(String),
+    Provider(&'static str),
     /// The answer was not a token response (not JSON, no `access_token`, too large).
     #[error("the token endpoint's answer is not a token response ({0})")]
     NotAToken(&'static str),
@@ -81,40 +84,46 @@ pub(crate) enum MintFailure {
     Unusable(&'static str),
 }
 
-/// The error codes RFC 6749 §5.2 defines: the only provider codes a metric label may
-/// carry (any other is `other_error`, so a provider cannot grow the page).
-const RFC6749_ERRORS: [&str; 6] = [
+/// The error codes a token endpoint may answer, as the OAuth RFCs define them (6749 §5.2
+/// and §4.1.2.1, 6750 §3.1, 8628 §3.5): the only provider codes sluice repeats.
+const OAUTH_ERRORS: [&str; 15] = [
     "invalid_request",
     "invalid_client",
     "invalid_grant",
     "unauthorized_client",
     "unsupported_grant_type",
     "invalid_scope",
+    "access_denied",
+    "server_error",
+    "temporarily_unavailable",
+    "unsupported_response_type",
+    "invalid_token",
+    "insufficient_scope",
+    "authorization_pending",
+    "slow_down",
+    "expired_token",
 ];
 
+/// The provider's `error`, as sluice repeats it: a code of [`OAUTH_ERRORS`], or
+/// `other_error`.
+pub(crate) fn provider_code(error: &str) -> &'static str {
+    OAUTH_ERRORS
+        .iter()
+        .find(|known| **known == error)
+        .copied()
+        .unwrap_or("other_error")
+}
+
 impl MintFailure {
-    /// The failure as a metric's `result` label: one of a fixed set.
-    pub(crate) fn result(&self) -> &'static str {
+    /// The short code for the audit log's `reason`, the response and the metrics' `result`
+    /// label, one of a fixed set: the provider's `error` (when the RFCs define it), or what
+    /// kind of failure it was.
+    pub(crate) fn code(&self) -> &'static str {
         match self {
-            MintFailure::Provider(code) => RFC6749_ERRORS
-                .iter()
-                .find(|known| **known == code.as_str())
-                .copied()
-                .unwrap_or("other_error"),
+            MintFailure::Provider(code) => code,
             MintFailure::NotAToken(_) => "not_a_token_response",
             MintFailure::Unreachable(_) => "unreachable",
             MintFailure::Unusable(_) => "unusable_part",
-        }
-    }
-
-    /// The short code for the audit log's `reason` and the response: the provider's
-    /// `error`, or what kind of failure it was.
-    pub(crate) fn code(&self) -> String {
-        match self {
-            MintFailure::Provider(code) => code.clone(),
-            MintFailure::NotAToken(_) => "not_a_token_response".into(),
-            MintFailure::Unreachable(_) => "unreachable".into(),
-            MintFailure::Unusable(_) => "unusable_part".into(),
         }
     }
 }
@@ -224,15 +233,7 @@ fn failure(error: RequestTokenError<LegError, BasicErrorResponse>) -> MintFailur
     match error {
         RequestTokenError::ServerResponse(response) => {
             // The code only: `error_description` and `error_uri` are the provider's prose.
-            // RFC 6749 codes are short words; anything else is cut to one.
-            let code: String = response
-                .error()
-                .as_ref()
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .take(64)
-                .collect();
-            MintFailure::Provider(code)
+            MintFailure::Provider(provider_code(response.error().as_ref()))
         }
         RequestTokenError::Request(LegError::TooLarge) => {
             MintFailure::NotAToken("larger than 64 KiB")
@@ -364,6 +365,16 @@ mod tests {
             code.len() <= 64 && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
             "{code}"
         );
+        // A provider echoing a client secret (alphanumerics, a valid-looking code) as its
+        // `error`: not repeated anywhere.
+        let echoed = BasicErrorResponse::new(
+            oauth2::basic::BasicErrorResponseType::Extension("clientSECRET0123456789".into()),
+            None,
+            None,
+        );
+        let echoed = failure(RequestTokenError::ServerResponse(echoed));
+        assert_eq!(echoed.code(), "other_error");
+        assert!(!echoed.to_string().contains("SECRET"), "{echoed}");
         let other = failure(RequestTokenError::Other("tok-SECRET-1234".into()));
         assert_eq!(other.code(), "not_a_token_response");
         assert!(!other.to_string().contains("SECRET"));
