@@ -29,7 +29,6 @@ use crate::error::BenchError;
 use crate::harness::{basic_auth, stand_in_value};
 use crate::load::{self, ProxyAccess, Route};
 use crate::pki::{ClientTls, Proto, UPSTREAM_HOST};
-use crate::sluice_peer::SECRET;
 use crate::upstream::{TOKEN_LIFETIME_VAR, TOKEN_VAR};
 
 /// The minted secret's name, and the variable its client secret is read from.
@@ -121,18 +120,12 @@ fn waits_between(before: &str, after: &str) -> (u64, Option<f64>) {
     (waits, if waits == 0 { None } else { longest })
 }
 
-/// The declaration: the bench token swapped in `Authorization`, and a minted secret with
-/// the client-credentials grant at the upstream's `/token`, both toward the upstream.
+/// The declaration: the measured one (the bench token swapped in `Authorization`), and a
+/// minted secret with the client-credentials grant at the upstream's `/token`, granted
+/// toward the same upstream.
 fn declaration(port: u16) -> String {
-    format!(
-        "version: 1\n\
-         secrets:\n  \
-           {SECRET}:\n    \
-             from: {{ env: {TOKEN_VAR} }}\n    \
-             hosts: [\"{UPSTREAM_HOST}\"]\n    \
-             sinks: [egress]\n    \
-             header: [Authorization]\n  \
-           {MINTED}:\n    \
+    let minted = format!(
+        "  {MINTED}:\n    \
              oauth2:\n      \
                token_url: https://{UPSTREAM_HOST}:{port}/token\n      \
                grant: client_credentials\n      \
@@ -140,10 +133,9 @@ fn declaration(port: u16) -> String {
                client_secret: {{ env: {CLIENT_SECRET_VAR} }}\n    \
              hosts: [\"{UPSTREAM_HOST}\"]\n    \
              sinks: [egress]\n    \
-             header: [Authorization]\n\
-         egress:\n  \
-           allow_ips: [\"127.0.0.1/32\"]\n"
-    )
+             header: [Authorization]\n"
+    );
+    crate::sluice_peer::declaration().replacen("egress:\n", &format!("{minted}egress:\n"), 1)
 }
 
 /// Runs the benchmark and prints the report; exit 2 when a target is missed.
