@@ -328,12 +328,7 @@ async fn start(spec: &PeerSpec, context: &Context) -> Result<Running, Start> {
                 })
                 .env(TOKEN_VAR, &context.value);
             let process = Spawned::start(spec.name(), command, &stderr, Ready::Line).await?;
-            let read = |name: &str| {
-                let path = dir.join(name);
-                std::fs::read_to_string(&path)
-                    .map(|s| s.trim().to_owned())
-                    .map_err(BenchError::file(path))
-            };
+            let read = |name: &str| crate::harness::read_trimmed(&dir, name);
             let proxy_auth = basic_auth(&read("proxy-url")?);
             let placeholder = read("placeholder")?;
             // Passthrough leaves the upstream's own certificate in front of the client.
@@ -632,6 +627,15 @@ fn sluice_command(exe: &Path) -> Command {
         }
         None => Command::new(exe),
     }
+}
+
+/// A file a peer wrote into its run directory (`placeholder`, `proxy-url`, `admin-url`,
+/// ...), without its trailing newline.
+pub(crate) fn read_trimmed(dir: &std::path::Path, name: &str) -> Result<String, BenchError> {
+    let path = dir.join(name);
+    std::fs::read_to_string(&path)
+        .map(|s| s.trim().to_owned())
+        .map_err(BenchError::file(path))
 }
 
 #[cfg(test)]

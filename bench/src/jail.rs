@@ -232,12 +232,7 @@ async fn throughput(args: &JailArgs) -> Result<Paths, BenchError> {
             .arg(format!("127.0.0.1:{CAPTURE_PORT}"));
     })
     .await?;
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read_to_string(&path)
-            .map(|s| s.trim().to_owned())
-            .map_err(BenchError::file(path))
-    };
+    let read = |name: &str| crate::harness::read_trimmed(dir, name);
     let authorization = HeaderValue::from_str(&format!("Bearer {}", read("placeholder")?))
         .map_err(|e| BenchError::peer("sluice", e))?;
     let explicit = Arc::new(Route {

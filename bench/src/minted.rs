@@ -258,12 +258,7 @@ async fn setup(lifetime_s: u64) -> Result<Setup, BenchError> {
             .env(CLIENT_SECRET_VAR, "bench-client-secret-0001");
     })
     .await?;
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read_to_string(&path)
-            .map(|s| s.trim().to_owned())
-            .map_err(BenchError::file(path))
-    };
+    let read = |name: &str| crate::harness::read_trimmed(&dir, name);
     let placeholders = read("placeholders")?;
     let minted_placeholder = placeholders
         .lines()

@@ -160,12 +160,7 @@ async fn scrape_cost(rounds: usize, phase: Duration) -> Result<Scraping, BenchEr
         sluice.arg("--admin");
     })
     .await?;
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read_to_string(&path)
-            .map(|s| s.trim().to_owned())
-            .map_err(BenchError::file(path))
-    };
+    let read = |name: &str| crate::harness::read_trimmed(dir, name);
     let admin = Admin::from_url(&read("admin-url")?)?;
     let route = Arc::new(Route {
         proxy: Some(ProxyAccess {

@@ -185,12 +185,7 @@ async fn measure(
             .env(SECRET_KEY_VAR, "bench/real/secret/access/key/0123456789ab");
     })
     .await?;
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read_to_string(&path)
-            .map(|s| s.trim().to_owned())
-            .map_err(BenchError::file(path))
-    };
+    let read = |name: &str| crate::harness::read_trimmed(dir, name);
     let placeholders = read("placeholders")?;
     let part = |name: &str| {
         placeholders

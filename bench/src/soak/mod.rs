@@ -199,12 +199,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let pid = sluice
         .pid()
         .ok_or_else(|| BenchError::peer("sluice", "exited right after starting"))?;
-    let read = |name: &str| {
-        let path = sluice_dir.join(name);
-        std::fs::read_to_string(&path)
-            .map(|s| s.trim().to_owned())
-            .map_err(BenchError::file(path))
-    };
+    let read = |name: &str| crate::harness::read_trimmed(&sluice_dir, name);
     let client = Arc::new(Client {
         proxy: sluice.addr(),
         proxy_auth: crate::harness::basic_auth(&read("proxy-url")?),
