@@ -7,6 +7,11 @@
 //!   refresh token descended from the same grant), as reuse detection does; the
 //!   `client_credentials` grant mints an access token. The client authenticates with Basic
 //!   or in the body, and a wrong secret is `invalid_client`. Form or JSON bodies.
+//! - The JWT bearer grant (RFC 7523, as Google's token endpoint takes it): an RS256
+//!   assertion whose signature verifies with the service account's public key (the `kid`
+//!   naming it), issued by its email, for this endpoint (`aud`), good for an hour at most
+//!   and not expired, asking for a scope; anything else is `invalid_grant` (a missing scope
+//!   `invalid_scope`). No refresh token comes back.
 //! - Access tokens expire after the configured lifetime.
 //! - `GET /api/echo` answers `{"token": ...}` with the bearer token it received, when that
 //!   token is live; `401` otherwise.
@@ -52,6 +57,18 @@ pub struct IdpConfig {
     pub refresh_token: String,
     /// How long an access token lives.
     pub access_lifetime: Duration,
+    /// The service account the JWT bearer grant takes assertions from, when it is offered.
+    pub service_account: Option<ServiceAccountConfig>,
+}
+
+/// A service account the provider knows: its email, its key's id and public half.
+pub struct ServiceAccountConfig {
+    /// `client_email`: the assertion's issuer.
+    pub client_email: String,
+    /// `private_key_id`: the assertion header's `kid`.
+    pub key_id: String,
+    /// The public key, PEM.
+    pub public_pem: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -66,6 +83,8 @@ struct State {
     reuse_detected: u64,
     /// The refresh tokens presented, in order.
     presented: Vec<String>,
+    /// The assertions presented (JWT bearer grant), in order.
+    assertions: Vec<String>,
     fault: Option<Fault>,
 }
 
@@ -135,6 +154,11 @@ impl IdentityProvider {
         self.state.lock().unwrap().presented.clone()
     }
 
+    /// The JWT bearer assertions presented, in order.
+    pub fn assertions(&self) -> Vec<String> {
+        self.state.lock().unwrap().assertions.clone()
+    }
+
     /// The live refresh token of the family, if it has one not yet used.
     pub fn live_refresh_token(&self) -> Option<String> {
         let state = self.state.lock().unwrap();
@@ -168,7 +192,7 @@ async fn answer(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     match (&parts.method, parts.uri.path()) {
-        (&Method::POST, "/token") => token(&parts.headers, &body, shared),
+        (&Method::POST, "/token") => token(&parts.headers, &body, shared, parts.uri.path()),
         (&Method::GET, "/api/echo") => echo(&parts.headers, shared),
         _ => json(
             StatusCode::NOT_FOUND,
@@ -223,10 +247,13 @@ fn client_ok(headers: &HeaderMap, params: &HashMap<String, String>, config: &Idp
     id == config.client_id && secret == config.client_secret
 }
 
-fn token(headers: &HeaderMap, body: &[u8], shared: &Shared) -> Response<Full<Bytes>> {
+fn token(headers: &HeaderMap, body: &[u8], shared: &Shared, path: &str) -> Response<Full<Bytes>> {
     let params = params(headers, body);
     let mut state = shared.state.lock().unwrap();
     state.token_requests += 1;
+    if params.get("grant_type").map(String::as_str) == Some(JWT_BEARER) {
+        return jwt_bearer(&params, shared, &mut state, headers, path);
+    }
     let presented = params.get("refresh_token").cloned().unwrap_or_default();
     if !presented.is_empty() {
         state.presented.push(presented.clone());
@@ -258,16 +285,7 @@ fn token(headers: &HeaderMap, body: &[u8], shared: &Shared) -> Response<Full<Byt
             serde_json::json!({"error": "invalid_client"}),
         );
     }
-    let mint = |prefix: &str, state: &mut State| {
-        let n = shared.counter.fetch_add(1, Ordering::SeqCst);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let value = format!("{prefix}{nanos:x}{n:04}");
-        state.issued.push(value.clone());
-        value
-    };
+    let mint = |prefix: &str, state: &mut State| mint(shared, prefix, state);
     let lifetime = shared.config.access_lifetime;
     match params.get("grant_type").map(String::as_str) {
         Some("refresh_token") => {
@@ -320,6 +338,104 @@ fn token(headers: &HeaderMap, body: &[u8], shared: &Shared) -> Response<Full<Byt
             serde_json::json!({"error": "unsupported_grant_type"}),
         ),
     }
+}
+
+/// A new value, kept in [`State::issued`].
+fn mint(shared: &Shared, prefix: &str, state: &mut State) -> String {
+    let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let value = format!("{prefix}{nanos:x}{n:04}");
+    state.issued.push(value.clone());
+    value
+}
+
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
+/// The JWT bearer grant, checked as Google's endpoint checks it.
+fn jwt_bearer(
+    params: &HashMap<String, String>,
+    shared: &Shared,
+    state: &mut State,
+    headers: &HeaderMap,
+    path: &str,
+) -> Response<Full<Bytes>> {
+    let refused = |status, code: &str, why: &str| {
+        json(
+            status,
+            serde_json::json!({"error": code, "error_description": why}),
+        )
+    };
+    let Some(account) = &shared.config.service_account else {
+        return refused(StatusCode::BAD_REQUEST, "unsupported_grant_type", "");
+    };
+    let assertion = params.get("assertion").cloned().unwrap_or_default();
+    state.assertions.push(assertion.clone());
+    let Ok(header) = jsonwebtoken::decode_header(&assertion) else {
+        return refused(StatusCode::BAD_REQUEST, "invalid_grant", "Invalid JWT.");
+    };
+    if header.alg != jsonwebtoken::Algorithm::RS256
+        || header.kid.as_deref() != Some(account.key_id.as_str())
+    {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "invalid_grant",
+            "Invalid JWT Signature.",
+        );
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let audience = format!("https://{host}{path}");
+    let key = jsonwebtoken::DecodingKey::from_rsa_pem(&account.public_pem).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    validation.set_audience(&[audience.as_str()]);
+    validation.set_issuer(&[account.client_email.as_str()]);
+    validation.set_required_spec_claims(&["exp", "iat", "aud", "iss"]);
+    let claims = match jsonwebtoken::decode::<serde_json::Value>(&assertion, &key, &validation) {
+        Ok(data) => data.claims,
+        Err(e) => {
+            let why = match e.kind() {
+                jsonwebtoken::errors::ErrorKind::InvalidSignature => "Invalid JWT Signature.",
+                _ => {
+                    "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe."
+                }
+            };
+            return refused(StatusCode::BAD_REQUEST, "invalid_grant", why);
+        }
+    };
+    let (iat, exp) = (claims["iat"].as_u64(), claims["exp"].as_u64());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let timely = matches!((iat, exp), (Some(iat), Some(exp)) if exp > iat && exp - iat <= 3600 && iat <= now + 60);
+    if !timely {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "invalid_grant",
+            "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.",
+        );
+    }
+    if claims["scope"].as_str().is_none_or(str::is_empty) {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "invalid_scope",
+            "Invalid OAuth scope or ID token audience provided.",
+        );
+    }
+    let access = mint(shared, "ya29.c.sa-", state);
+    let lifetime = shared.config.access_lifetime;
+    state
+        .access
+        .insert(access.clone(), (0, Instant::now() + lifetime));
+    json(
+        StatusCode::OK,
+        serde_json::json!({"access_token": access, "expires_in": lifetime.as_secs(), "token_type": "Bearer"}),
+    )
 }
 
 fn echo(headers: &HeaderMap, shared: &Shared) -> Response<Full<Bytes>> {

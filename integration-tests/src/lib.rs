@@ -22,7 +22,7 @@ pub mod served;
 pub mod upstream;
 
 pub use client::{Curl, CurlOutput, TunnelClient};
-pub use idp::{Fault, IdentityProvider, IdpConfig};
+pub use idp::{Fault, IdentityProvider, IdpConfig, ServiceAccountConfig};
 pub use launch::{Launch, RunOutput};
 pub use pki::TestPki;
 pub use proxy::TestProxy;

@@ -37,6 +37,7 @@ async fn fixture(lifetime: Duration) -> Fixture {
             client_secret: CLIENT_SECRET.into(),
             refresh_token: FIRST_REFRESH.into(),
             access_lifetime: lifetime,
+            service_account: None,
         },
     )
     .await;

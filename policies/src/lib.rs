@@ -67,7 +67,10 @@ pub use fingerprint::fingerprint;
 pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
-pub use mint::{ClientId, Grant, MinterDecl, TokenBody, TokenUrl, Want, mint_part_name};
+pub use mint::{
+    ClientId, Grant, METADATA_HOST, METADATA_IP, MinterDecl, TokenBody, TokenUrl, Want,
+    mint_part_name,
+};
 pub use model::{
     Budget, Literal, Location, MintPart, Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl,
     SigningPart, Sink, Source, part_secret_name, placeholder_name,

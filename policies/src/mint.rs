@@ -57,7 +57,18 @@ impl Grant {
             (Grant::RefreshToken, MintPart::ClientSecret) => Want::Optional,
             (Grant::ClientCredentials, MintPart::ClientSecret) => Want::Required,
             (Grant::ClientCredentials, MintPart::RefreshToken) => Want::Never,
+            (Grant::JwtBearer, MintPart::ServiceAccount) => Want::Required,
             (Grant::JwtBearer, _) => Want::Never,
+            (_, MintPart::ServiceAccount) => Want::Never,
+        }
+    }
+
+    /// Whether it takes a `client_id`: the service account's key file names its own client
+    /// (`client_email`), so `jwt_bearer` does not.
+    pub fn wants_client_id(self) -> Want {
+        match self {
+            Grant::RefreshToken | Grant::ClientCredentials => Want::Required,
+            Grant::JwtBearer => Want::Never,
         }
     }
 }
@@ -87,6 +98,20 @@ pub fn mint_part_name(secret: &str, part: MintPart) -> String {
         other => format!("{secret}.{}", other.as_str()),
     }
 }
+
+/// The name of Google's metadata server, which sluice answers for the run's one Google
+/// secret ([`crate::Policy::metadata_minter`]); its address is [`METADATA_IP`].
+pub const METADATA_HOST: &str = "metadata.google.internal";
+
+/// The address of Google's metadata server (link-local; sluice never dials it).
+pub const METADATA_IP: &str = "169.254.169.254";
+
+/// The token endpoints of Google's own identity provider.
+const GOOGLE_TOKEN_HOSTS: [&str; 3] = [
+    "oauth2.googleapis.com",
+    "accounts.google.com",
+    "www.googleapis.com",
+];
 
 /// The token endpoint (`token_url:`): always `https`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,7 +172,8 @@ pub struct MinterDecl {
     pub(crate) name: String,
     pub(crate) token_url: TokenUrl,
     pub(crate) grant: Grant,
-    pub(crate) client_id: ClientId,
+    /// None for `jwt_bearer` (the key file names the client).
+    pub(crate) client_id: Option<ClientId>,
     pub(crate) scopes: Vec<String>,
     pub(crate) audience: Option<String>,
     pub(crate) body: TokenBody,
@@ -171,9 +197,9 @@ impl MinterDecl {
         self.grant
     }
 
-    /// The client id's source.
-    pub fn client_id(&self) -> &ClientId {
-        &self.client_id
+    /// The client id's source (none for `jwt_bearer`: the key file names the client).
+    pub fn client_id(&self) -> Option<&ClientId> {
+        self.client_id.as_ref()
     }
 
     /// The scopes asked for (none: the provider's default).
@@ -199,5 +225,11 @@ impl MinterDecl {
     /// Each part and the index of its secret.
     pub fn parts(&self) -> &[(MintPart, usize)] {
         &self.parts
+    }
+
+    /// Whether Google's client libraries would take this token from the metadata server:
+    /// a service account's (`jwt_bearer`), or one minted by Google's token endpoint.
+    pub fn is_google(&self) -> bool {
+        self.grant == Grant::JwtBearer || GOOGLE_TOKEN_HOSTS.contains(&self.token_url.host())
     }
 }

@@ -369,6 +369,12 @@ impl SecretDecl {
     pub fn mints(&self) -> Option<(usize, MintPart)> {
         self.mints
     }
+
+    /// Whether the sandbox is given this secret's placeholder (in its environment and in
+    /// `placeholders.env`): every secret but a minted secret's key, which only sluice uses.
+    pub fn in_sandbox(&self) -> bool {
+        self.mints.is_none_or(|(_, part)| part.in_sandbox())
+    }
 }
 
 /// The name used in a minted placeholder: the secret's name, uppercased, with every
@@ -566,6 +572,9 @@ pub enum MintPart {
     RefreshToken,
     /// The client secret (`NAME.client_secret`).
     ClientSecret,
+    /// A service account's key file (`NAME.service_account`, Google's JSON), for the
+    /// `jwt_bearer` grant: it signs the assertion, and no client in the sandbox needs it.
+    ServiceAccount,
 }
 
 impl MintPart {
@@ -575,6 +584,14 @@ impl MintPart {
             MintPart::AccessToken => "access_token",
             MintPart::RefreshToken => "refresh_token",
             MintPart::ClientSecret => "client_secret",
+            MintPart::ServiceAccount => "service_account",
         }
+    }
+
+    /// Whether the sandbox is given this part's placeholder: the parts a client that
+    /// refreshes by itself sends (sluice answers those requests), never a key only sluice
+    /// signs with.
+    pub fn in_sandbox(self) -> bool {
+        !matches!(self, MintPart::ServiceAccount)
     }
 }

@@ -294,6 +294,15 @@ impl Policy {
         &self.minters
     }
 
+    /// The minted secret Google's metadata server answers for, inside the sandbox: the
+    /// run's one Google secret (a `jwt_bearer` grant, or a token endpoint of Google's). None
+    /// when there is none, or more than one (which one a library means cannot be told).
+    pub fn metadata_minter(&self) -> Option<&MinterDecl> {
+        let mut google = self.minters.iter().filter(|m| m.is_google());
+        let one = google.next()?;
+        google.next().is_none().then_some(one)
+    }
+
     /// The index in [`Policy::secrets`] of the secret named `name`.
     pub fn secret_index(&self, name: &str) -> Option<usize> {
         self.secrets.iter().position(|s| s.name == name)
@@ -363,7 +372,8 @@ impl Policy {
         };
         let hit =
             |list: &[HostPattern]| list.iter().any(|p| p.matches_name_normalized(&normalized));
-        hit(&self.allow)
+        normalized == crate::mint::METADATA_HOST && self.metadata_minter().is_some()
+            || hit(&self.allow)
             || hit(&self.verbatim)
             || hit(&self.passthrough)
             || self

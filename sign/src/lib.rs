@@ -9,7 +9,9 @@
 //! Pure code: no I/O, no clock, no environment. The proxy reads the request and decides the
 //! grants; this crate only answers "did the placeholder key sign this?" and "what does the
 //! real key's signature over it look like?". Each `sign:` kind is a module of its own; today
-//! [`aws_sigv4`], on AWS's own `aws-sigv4` signer (never a hand-written one).
+//! [`aws_sigv4`], on AWS's own `aws-sigv4` signer (never a hand-written one). Beside it,
+//! [`jwt`]: the JWTs minted credentials sign with a key sluice holds (the `jwt_bearer`
+//! grant's assertion), on the `jsonwebtoken` crate.
 //!
 //! # Example
 //!
@@ -46,3 +48,4 @@
 #![forbid(unsafe_code)]
 
 pub mod aws_sigv4;
+pub mod jwt;

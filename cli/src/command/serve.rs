@@ -146,11 +146,15 @@ fn write_placeholders(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Resul
 }
 
 /// `NAME=PLACEHOLDER` lines, NAME being the secret's name uppercased with any character
-/// outside `[A-Za-z0-9_]` turned into `_`: the variable the launcher sets.
+/// outside `[A-Za-z0-9_]` turned into `_`: the variable the launcher sets (none for a key
+/// only sluice uses, as the launcher sets none).
 fn placeholders_env(proxy: &sluice_proxy::Proxy) -> String {
+    let policy = proxy.policy();
+    let in_sandbox = |secret: &str| policy.secret(secret).is_none_or(|decl| decl.in_sandbox());
     proxy
         .placeholders()
         .iter()
+        .filter(|(secret, _)| in_sandbox(secret))
         .map(|(secret, placeholder)| {
             format!(
                 "{}={placeholder}\n",

@@ -404,7 +404,7 @@ fn child_env(
     for (name, path) in trust.variables() {
         env.insert(name.into(), path.as_os_str().to_owned());
     }
-    for decl in policy.secrets() {
+    for decl in policy.secrets().iter().filter(|decl| decl.in_sandbox()) {
         let name = decl.name();
         let Some(id) = guard.id(name) else {
             continue;

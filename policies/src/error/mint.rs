@@ -74,14 +74,6 @@ pub enum MintProblem {
         /// The value as written.
         found: String,
     },
-    /// A grant sluice does not mint with yet.
-    #[error("secret {secret}: grant {grant} is not minted by this version of sluice")]
-    NotYet {
-        /// The secret's name.
-        secret: String,
-        /// The grant.
-        grant: &'static str,
-    },
     /// A refresh token read from a source sluice cannot write a rotated token back to.
     #[error(
         "secret {secret}: its refresh token comes from `{key}`, where a rotated refresh token cannot be written back; it is lost when the run ends"
@@ -116,9 +108,6 @@ impl MintProblem {
                 "write `sinks: [egress]`: the sandbox holds the placeholder, sluice the token".into()
             }
             MintProblem::Body { .. } => "write `body: json`, or delete `body:` for form".into(),
-            MintProblem::NotYet { .. } => {
-                "use refresh_token or client_credentials for now (docs/minted.md)".into()
-            }
             MintProblem::RefreshTokenLost { .. } => {
                 "read it with `refresh_token: { file: PATH }`: sluice writes each rotated token back there".into()
             }

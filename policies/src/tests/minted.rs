@@ -13,6 +13,37 @@ fn minted(oauth2: &str, rest: &str) -> String {
 
 const REFRESH: &str = "      token_url: https://oauth2.googleapis.com/token\n      grant: refresh_token\n      client_id: 1234.apps.googleusercontent.com\n      client_secret: { file: /run/cs }\n      refresh_token: { file: /run/rt }\n";
 
+const JWT: &str = "      token_url: https://oauth2.googleapis.com/token\n      grant: jwt_bearer\n      service_account: { file: /run/sa.json }\n      scopes: [https://www.googleapis.com/auth/cloud-platform]\n";
+
+#[test]
+fn a_jwt_bearer_grant_takes_a_key_file_that_the_sandbox_never_hears_of() {
+    let loaded = Policy::parse(&minted(JWT, ""), "p.yaml").unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let policy = loaded.policy;
+    let names: Vec<&str> = policy.secrets().iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["google", "google.service_account"]);
+    let minter = &policy.minters()[0];
+    assert_eq!(minter.grant(), Grant::JwtBearer);
+    assert!(minter.client_id().is_none());
+    assert_eq!(minter.part(MintPart::ServiceAccount), Some(1));
+    assert!(matches!(policy.secrets()[1].source(), Source::File(_)));
+    assert!(policy.secrets()[0].in_sandbox());
+    assert!(!policy.secrets()[1].in_sandbox());
+    // Without its key file, the grant cannot mint.
+    let missing = minted(
+        &JWT.replace("      service_account: { file: /run/sa.json }\n", ""),
+        "",
+    );
+    let diagnostics = Policy::parse(&missing, "p.yaml").unwrap_err().0;
+    assert!(diagnostics.iter().any(|d| matches!(
+        d.problem,
+        Problem::Mint(MintProblem::Missing {
+            key: "service_account",
+            ..
+        })
+    )));
+}
+
 #[test]
 fn a_refresh_grant_compiles_into_a_minter_and_three_secrets() {
     let loaded = Policy::parse(
@@ -116,7 +147,7 @@ fn a_client_credentials_grant_has_a_client_secret_and_no_refresh_token() {
     assert_eq!(minter.body(), TokenBody::Json);
     assert_eq!(minter.token_url().port(), 8443);
     assert_eq!(minter.part(MintPart::RefreshToken), None);
-    assert!(matches!(minter.client_id(), ClientId::Source(Source::Env(v)) if v == "CID"));
+    assert!(matches!(minter.client_id(), Some(ClientId::Source(Source::Env(v))) if v == "CID"));
 }
 
 /// A declaration, the line its one diagnostic points at, and what that diagnostic must be.
@@ -124,7 +155,7 @@ type MisuseCase = (String, u64, fn(&Problem) -> bool);
 
 #[test]
 fn each_misuse_is_one_diagnostic_at_its_position() {
-    let cases: [MisuseCase; 8] = [
+    let cases: [MisuseCase; 10] = [
         (
             minted(
                 &REFRESH.replace("grant: refresh_token", "grant: password"),
@@ -187,11 +218,54 @@ fn each_misuse_is_one_diagnostic_at_its_position() {
         ),
         (
             minted(
-                &REFRESH.replace("grant: refresh_token", "grant: jwt_bearer"),
+                &JWT.replace(
+                    "grant: jwt_bearer\n",
+                    "grant: jwt_bearer\n      client_id: x\n",
+                ),
                 "",
             ),
-            6,
-            |p| matches!(p, Problem::Mint(MintProblem::NotYet { .. })),
+            7,
+            |p| {
+                matches!(
+                    p,
+                    Problem::Mint(MintProblem::Unused {
+                        key: "client_id",
+                        ..
+                    })
+                )
+            },
+        ),
+        (
+            minted(
+                &format!("{JWT}      client_secret: {{ file: /run/cs }}\n"),
+                "",
+            ),
+            9,
+            |p| {
+                matches!(
+                    p,
+                    Problem::Mint(MintProblem::Unused {
+                        key: "client_secret",
+                        ..
+                    })
+                )
+            },
+        ),
+        (
+            minted(
+                &format!("{REFRESH}      service_account: {{ file: /run/sa.json }}\n"),
+                "",
+            ),
+            10,
+            |p| {
+                matches!(
+                    p,
+                    Problem::Mint(MintProblem::Unused {
+                        key: "service_account",
+                        ..
+                    })
+                )
+            },
         ),
         (
             minted(

@@ -114,14 +114,6 @@ pub(super) fn minter(
             None
         }
         Some(g) => match Grant::from_name(&g.value) {
-            Some(Grant::JwtBearer) => {
-                let problem = MintProblem::NotYet {
-                    secret: n.clone(),
-                    grant: Grant::JwtBearer.as_str(),
-                };
-                mint(cx, Pos::of(g), ".grant", problem);
-                None
-            }
             Some(grant) => Some(grant),
             None => {
                 let problem = MintProblem::UnknownGrant {
@@ -135,6 +127,16 @@ pub(super) fn minter(
     };
 
     let client_id = match &o.client_id {
+        Some(id) if grant.map(Grant::wants_client_id) == Some(Want::Never) => {
+            let problem = MintProblem::Unused {
+                secret: n.clone(),
+                grant: grant.map_or("this", Grant::as_str),
+                key: "client_id",
+            };
+            mint(cx, Pos::of(id), ".client_id", problem);
+            None
+        }
+        None if grant.map(Grant::wants_client_id) == Some(Want::Never) => None,
         None => {
             let problem = MintProblem::Missing {
                 secret: n.clone(),
@@ -183,22 +185,13 @@ pub(super) fn minter(
             TokenBody::Form
         }
     };
-    if let Some(sa) = &o.service_account {
-        // jwt_bearer, the one grant that takes it, is refused above for now.
-        let problem = MintProblem::Unused {
-            secret: n.clone(),
-            grant: grant.map_or("this", Grant::as_str),
-            key: "service_account",
-        };
-        mint(cx, Pos::of(sa), ".service_account", problem);
-    }
-
     // The parts the grant takes, each a secret of its own.
     let mut parts = Vec::new();
     if let (Some(grant), Some(url)) = (grant, &token_url) {
         let nodes = [
             (MintPart::RefreshToken, o.refresh_token.as_ref()),
             (MintPart::ClientSecret, o.client_secret.as_ref()),
+            (MintPart::ServiceAccount, o.service_account.as_ref()),
         ];
         for (part, node) in nodes {
             let key = part.as_str();
@@ -245,7 +238,7 @@ pub(super) fn minter(
         name: n.clone(),
         token_url: token_url?,
         grant: grant?,
-        client_id: client_id?,
+        client_id,
         scopes,
         audience: o.audience.as_ref().map(|a| a.value.clone()),
         body,

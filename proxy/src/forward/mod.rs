@@ -12,6 +12,7 @@
 //! and the response's redaction in `scan::response`.
 
 pub(crate) mod budget;
+mod metadata;
 mod pin;
 pub(crate) mod request_body;
 mod token_endpoint;
@@ -187,6 +188,16 @@ pub(crate) async fn plain(request: Request<Incoming>, shared: Arc<Shared>) -> Re
 
 async fn plain_exchange(request: Request<Incoming>, shared: &Arc<Shared>) -> Response<Body> {
     let (parts, incoming) = request.into_parts();
+    // Google's metadata server, when the run has a Google secret, is sluice itself:
+    // answered here with placeholders, never dialled.
+    if let Some(minter) = metadata::minter_for(&shared.policy, &parts) {
+        let raw = parts.uri.authority().map_or("", |a| a.as_str());
+        let exchange = Exchange::of_request(shared, raw, &parts);
+        return match metadata::answer(&parts, minter, shared, &exchange).await {
+            Ok(response) => response,
+            Err(refusal) => exchange.refuse(refusal),
+        };
+    }
     // The target: an `http://` URI naming a reachable host.
     let target = match plain_target(&parts, &shared.guard, &shared.policy) {
         Ok(target) => target,

@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use sluice_audit::{Event, EventKind};
 use sluice_guard::SecretValue;
-use sluice_policies::{ClientId, MintPart, MinterDecl, Source, mint_part_name};
+use sluice_policies::{
+    ClientId, MintPart, MinterDecl, Policy, ResolvedSecret, Source, mint_part_name,
+};
+use sluice_sign::jwt::google::ServiceAccount;
 use zeroize::Zeroizing;
 
 use crate::generation::shared::Shared;
@@ -79,6 +82,42 @@ impl Publish for Publisher {
     }
 }
 
+/// A `jwt_bearer` secret's key file, read: Google's JSON with an RSA key that signs, for
+/// the token endpoint the declaration names (a key file naming another is a mistake that
+/// would otherwise show only as the provider's refusal). The words name what is wrong,
+/// never a byte of the file.
+pub(crate) fn service_account(
+    minter: &MinterDecl,
+    key_file: &[u8],
+) -> Result<ServiceAccount, String> {
+    let part = mint_part_name(minter.name(), MintPart::ServiceAccount);
+    let account = ServiceAccount::from_json(key_file).map_err(|why| format!("{part}: {why}"))?;
+    if let Some(uri) = account.token_uri()
+        && uri != minter.token_url().as_str()
+    {
+        return Err(format!(
+            "{part}: the key file is for token endpoint {uri}, not oauth2.token_url {}",
+            minter.token_url().as_str()
+        ));
+    }
+    Ok(account)
+}
+
+/// Every `jwt_bearer` key file of a generation about to be built, read: a key that cannot
+/// sign stops the start (or the reload) instead of failing its first request.
+pub(crate) fn check_service_accounts(
+    policy: &Policy,
+    resolved: &[ResolvedSecret],
+) -> Result<(), String> {
+    for minter in policy.minters() {
+        let part = mint_part_name(minter.name(), MintPart::ServiceAccount);
+        if let Some(secret) = resolved.iter().find(|s| s.name == part) {
+            service_account(minter, &secret.value)?;
+        }
+    }
+    Ok(())
+}
+
 /// The chain of `minter`, started (on its first use in the run) from the values this
 /// generation read: the refresh token and client secret from the guard, the client id
 /// from its source.
@@ -97,18 +136,23 @@ pub(crate) fn chain_of(shared: &Shared, minter: &MinterDecl) -> Result<Arc<Chain
                 _ => None,
             });
             let client_id = match minter.client_id() {
-                ClientId::Literal(id) => Zeroizing::new(id.clone()),
-                ClientId::Source(source) => {
+                None => None,
+                Some(ClientId::Literal(id)) => Some(Zeroizing::new(id.clone())),
+                Some(ClientId::Source(source)) => {
                     let name = format!("{}.client_id", minter.name());
                     let bytes = source.read(&name).map_err(|e| e.to_string())?;
-                    Zeroizing::new(
+                    Some(Zeroizing::new(
                         String::from_utf8(bytes.to_vec())
                             .map_err(|_| format!("{name} is not UTF-8 text"))?,
-                    )
+                    ))
                 }
             };
+            let service_account = value(MintPart::ServiceAccount)
+                .map(|key_file| service_account(minter, &key_file))
+                .transpose()?;
             Ok(Parts {
                 client_id,
+                service_account,
                 client_secret: value(MintPart::ClientSecret),
                 refresh_token: value(MintPart::RefreshToken),
                 refresh_file,

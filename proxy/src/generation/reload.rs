@@ -77,6 +77,9 @@ pub enum ReloadError {
         /// The host pattern.
         pattern: String,
     },
+    /// A minted secret's key file cannot sign (it names what is wrong, never a value).
+    #[error("{0}")]
+    MintKey(String),
     /// No randomness for a new secret's placeholder.
     #[error("{0}")]
     Random(#[from] sluice_policies::MintError),
@@ -461,6 +464,7 @@ fn build(
     previous: Option<&Declared>,
 ) -> Result<Declared, ReloadError> {
     let (placeholders, mut resolved) = policy.resolve_minting(earlier)?;
+    super::minted::check_service_accounts(&policy, &resolved).map_err(ReloadError::MintKey)?;
     known.overlay(&mut resolved);
     assemble(policy, placeholders, resolved, known, previous)
 }

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sluice_policies::{Grant, MinterDecl, TokenBody};
+use sluice_sign::jwt::google::ServiceAccount;
 use zeroize::Zeroizing;
 
 use super::client::{self, Ask, Issued, MintFailure};
@@ -105,7 +106,10 @@ struct Failed {
 
 /// The real parts a chain starts from, read by whoever built the generation.
 pub(crate) struct Parts {
-    pub(crate) client_id: Zeroizing<String>,
+    /// None for `jwt_bearer`: the key file names the client.
+    pub(crate) client_id: Option<Zeroizing<String>>,
+    /// The key that signs a `jwt_bearer` assertion, read from its key file.
+    pub(crate) service_account: Option<ServiceAccount>,
     pub(crate) client_secret: Option<Zeroizing<Vec<u8>>>,
     pub(crate) refresh_token: Option<Zeroizing<Vec<u8>>>,
     /// Where a rotated refresh token is written back (its `file` source).
@@ -119,7 +123,8 @@ pub(crate) struct Chain {
     pub(crate) token_url: String,
     /// The token endpoint's host, for the audit log.
     pub(crate) endpoint_host: String,
-    client_id: Zeroizing<String>,
+    client_id: Option<Zeroizing<String>>,
+    service_account: Option<ServiceAccount>,
     scopes: Vec<String>,
     audience: Option<String>,
     body: TokenBody,
@@ -150,6 +155,7 @@ impl Chain {
             token_url: minter.token_url().as_str().to_owned(),
             endpoint_host: minter.token_url().host().to_owned(),
             client_id: parts.client_id,
+            service_account: parts.service_account,
             scopes: minter.scopes().to_vec(),
             audience: minter.audience().map(str::to_owned),
             body: minter.body(),
@@ -169,6 +175,14 @@ impl Chain {
     /// changes either starts a new chain).
     pub(crate) fn serves(&self, minter: &MinterDecl) -> bool {
         self.token_url == minter.token_url().as_str() && self.grant == minter.grant()
+    }
+
+    /// The service account's email (`jwt_bearer`): not a secret, what Google's metadata
+    /// server says the account is.
+    pub(crate) fn client_email(&self) -> Option<&str> {
+        self.service_account
+            .as_ref()
+            .map(ServiceAccount::client_email)
     }
 
     fn current(&self) -> Option<Arc<Token>> {
@@ -261,7 +275,8 @@ impl Chain {
             let ask = Ask {
                 token_url: &self.token_url,
                 grant: self.grant,
-                client_id: &self.client_id,
+                client_id: self.client_id.as_deref().map(String::as_str),
+                service_account: self.service_account.as_ref(),
                 client_secret: held.client_secret.as_deref().map(Vec::as_slice),
                 refresh_token: held.refresh_token.as_deref().map(Vec::as_slice),
                 scopes: &self.scopes,

@@ -1,16 +1,19 @@
-//! sluice's own token requests: the `oauth2` crate writes the grant and reads the answer,
-//! sluice's upstream leg carries it (so the endpoint's certificate is verified, `allow_ips`
-//! and `--resolve` apply, and sluice's own listener is never dialled).
+//! sluice's own token requests: the `oauth2` crate writes the refresh and client-credentials
+//! grants and reads their answers; the `jwt_bearer` grant (which the crate does not have)
+//! is a form of two fields, its assertion signed by `sluice_sign::jwt`, its answer read by
+//! [`read_answer`] into the same token type. sluice's upstream leg carries every one (so the
+//! endpoint's certificate is verified, `allow_ips` and `--resolve` apply, and sluice's own
+//! listener is never dialled).
 //!
 //! What comes back is bounded ([`MAX_TOKEN_RESPONSE`]) and must be a token: a body that is
 //! not JSON, lacks `access_token`, or is an error is a failed mint. A failure carries the
 //! provider's `error` code only, never its body or description (either may echo what was
 //! sent, a refresh token included).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Version, header};
+use http::{HeaderValue, Request, StatusCode, Version, header};
 use http_body_util::BodyExt;
 use oauth2::basic::{
     BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenIntrospectionResponse,
@@ -26,6 +29,10 @@ use zeroize::Zeroizing;
 use crate::body;
 use crate::upstream::{SendError, Upstream};
 use sluice_policies::{Grant, TokenBody};
+use sluice_sign::jwt::google::ServiceAccount;
+
+/// The `grant_type` of RFC 7523's JWT bearer grant.
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// The largest token response read: a token response is a few kilobytes at most (an id
 /// token included); anything longer is refused, never buffered whole.
@@ -35,7 +42,10 @@ pub(crate) const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
 pub(crate) struct Ask<'a> {
     pub(crate) token_url: &'a str,
     pub(crate) grant: Grant,
-    pub(crate) client_id: &'a str,
+    /// None for `jwt_bearer`: the key file names the client.
+    pub(crate) client_id: Option<&'a str>,
+    /// The key that signs a `jwt_bearer` assertion.
+    pub(crate) service_account: Option<&'a ServiceAccount>,
     pub(crate) client_secret: Option<&'a [u8]>,
     pub(crate) refresh_token: Option<&'a [u8]>,
     pub(crate) scopes: &'a [String],
@@ -130,14 +140,14 @@ impl MintFailure {
 
 /// The extra field sluice keeps from a token response: an OpenID Connect `id_token`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-struct IdToken {
+pub(crate) struct IdToken {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     id_token: Option<String>,
 }
 
 impl ExtraTokenFields for IdToken {}
 
-type Answer = StandardTokenResponse<IdToken, BasicTokenType>;
+pub(crate) type Answer = StandardTokenResponse<IdToken, BasicTokenType>;
 
 type OauthClient = Client<
     BasicErrorResponse,
@@ -165,6 +175,26 @@ enum LegError {
 
 /// Asks the token endpoint for a token, over `upstream`.
 pub(crate) async fn mint(upstream: &Upstream, ask: &Ask<'_>) -> Result<Issued, MintFailure> {
+    let answer = match ask.grant {
+        Grant::RefreshToken | Grant::ClientCredentials => by_oauth2(upstream, ask).await?,
+        Grant::JwtBearer => jwt_bearer(upstream, ask).await?,
+    };
+    let access_token = Zeroizing::new(answer.access_token().secret().clone());
+    if access_token.is_empty() {
+        return Err(MintFailure::NotAToken("an empty access_token"));
+    }
+    Ok(Issued {
+        access_token,
+        refresh_token: answer
+            .refresh_token()
+            .map(|r| Zeroizing::new(r.secret().clone())),
+        id_token: answer.extra_fields().id_token.clone().map(Zeroizing::new),
+        expires_in: answer.expires_in(),
+    })
+}
+
+/// The refresh and client-credentials grants, written and read by the `oauth2` crate.
+async fn by_oauth2(upstream: &Upstream, ask: &Ask<'_>) -> Result<Answer, MintFailure> {
     let text = |bytes: &[u8]| -> Result<String, MintFailure> {
         std::str::from_utf8(bytes)
             .map(str::to_owned)
@@ -172,7 +202,10 @@ pub(crate) async fn mint(upstream: &Upstream, ask: &Ask<'_>) -> Result<Issued, M
     };
     let token_url = oauth2::TokenUrl::new(ask.token_url.to_owned())
         .map_err(|_| MintFailure::Unusable("the token URL does not parse"))?;
-    let mut client: OauthClient = Client::new(oauth2::ClientId::new(ask.client_id.to_owned()))
+    let client_id = ask
+        .client_id
+        .ok_or(MintFailure::Unusable("no client_id to ask with"))?;
+    let mut client: OauthClient = Client::new(oauth2::ClientId::new(client_id.to_owned()))
         .set_token_uri(token_url)
         .set_auth_type(AuthType::BasicAuth);
     if let Some(secret) = ask.client_secret {
@@ -207,25 +240,59 @@ pub(crate) async fn mint(upstream: &Upstream, ask: &Ask<'_>) -> Result<Issued, M
             }
             request.request_async(&http).await
         }
-        Grant::JwtBearer => {
-            return Err(MintFailure::Unusable(
-                "the jwt_bearer grant is not minted by this version",
-            ));
-        }
+        Grant::JwtBearer => unreachable!("the jwt_bearer grant is not the oauth2 crate's"),
     };
-    let answer = answered.map_err(failure)?;
-    let access_token = Zeroizing::new(answer.access_token().secret().clone());
-    if access_token.is_empty() {
-        return Err(MintFailure::NotAToken("an empty access_token"));
+    answered.map_err(failure)
+}
+
+/// RFC 7523 §2.1: an assertion signed by the service account's key, for the token endpoint
+/// (its `aud`), asking for the declared scopes; no client authentication.
+async fn jwt_bearer(upstream: &Upstream, ask: &Ask<'_>) -> Result<Answer, MintFailure> {
+    let account = ask
+        .service_account
+        .ok_or(MintFailure::Unusable("no service account key to sign with"))?;
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let assertion = account
+        .assertion(ask.token_url, ask.scopes, now)
+        .map_err(|_| MintFailure::Unusable("the service account's key does not sign"))?;
+    // Sized once, so that no reallocation leaves an unwiped copy of the assertion behind.
+    let body = {
+        let mut form =
+            form_urlencoded::Serializer::new(String::with_capacity(assertion.len() + 256));
+        form.append_pair("grant_type", JWT_BEARER)
+            .append_pair("assertion", &assertion);
+        if let Some(audience) = ask.audience {
+            form.append_pair("audience", audience);
+        }
+        Zeroizing::new(form.finish())
+    };
+    let request = Request::post(ask.token_url)
+        .header(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-www-form-urlencoded"),
+        )
+        .header(header::ACCEPT, HeaderValue::from_static("application/json"))
+        .body(body.as_bytes().to_vec())
+        .map_err(|_| MintFailure::Unusable("the token URL does not parse"))?;
+    let response = send(upstream, request, ask.body)
+        .await
+        .map_err(|error| failure(RequestTokenError::Request(error)))?;
+    read_answer(response.status(), response.body())
+}
+
+/// A token endpoint's answer, read as the `oauth2` crate reads one: a success status with a
+/// token response (RFC 6749 §5.1), or an error response (§5.2) whose code is kept.
+pub(crate) fn read_answer(status: StatusCode, body: &[u8]) -> Result<Answer, MintFailure> {
+    if !status.is_success() {
+        return Err(match serde_json::from_slice::<BasicErrorResponse>(body) {
+            Ok(error) => MintFailure::Provider(provider_code(error.error().as_ref())),
+            Err(_) => MintFailure::NotAToken("an error status without an OAuth error"),
+        });
     }
-    Ok(Issued {
-        access_token,
-        refresh_token: answer
-            .refresh_token()
-            .map(|r| Zeroizing::new(r.secret().clone())),
-        id_token: answer.extra_fields().id_token.clone().map(Zeroizing::new),
-        expires_in: answer.expires_in(),
-    })
+    serde_json::from_slice(body)
+        .map_err(|_| MintFailure::NotAToken("not JSON, or no access_token in it"))
 }
 
 /// The failure a token request's error is, in safe words.
