@@ -23,7 +23,7 @@ root=$PWD
 
 cargo_fuzz_version=0.13.2
 # crate folder:target
-all_targets=(guard:rewrite_stream_equivalence policies:policy_parse proxy:outbound_rewrite sign:sigv4_resign)
+all_targets=(guard:rewrite_stream_equivalence policies:policy_parse proxy:outbound_rewrite proxy:token_exchange sign:sigv4_resign)
 
 profile=${FUZZ_PROFILE:-dev}
 sanitizer=${FUZZ_SANITIZER:-none}

@@ -63,6 +63,9 @@ use crate::tls::target::Target;
 
 mod case;
 mod leak;
+mod token;
+
+pub use token::token_exchange;
 
 use case::{
     CODINGS, CONTENT_TYPES, Case, Frames, TARGETS, header_map, path_and_query, render,

@@ -96,7 +96,7 @@ pub(crate) enum MintFailure {
 
 /// The error codes a token endpoint may answer, as the OAuth RFCs define them (6749 §5.2
 /// and §4.1.2.1, 6750 §3.1, 8628 §3.5): the only provider codes sluice repeats.
-const OAUTH_ERRORS: [&str; 15] = [
+pub(crate) const OAUTH_ERRORS: [&str; 15] = [
     "invalid_request",
     "invalid_client",
     "invalid_grant",
