@@ -85,6 +85,8 @@ struct State {
     presented: Vec<String>,
     /// The assertions presented (JWT bearer grant), in order.
     assertions: Vec<String>,
+    /// Token requests whose body was JSON.
+    json_bodies: u64,
     fault: Option<Fault>,
 }
 
@@ -154,6 +156,11 @@ impl IdentityProvider {
         self.state.lock().unwrap().presented.clone()
     }
 
+    /// Token requests whose body was JSON (`Content-Type: application/json`).
+    pub fn json_bodies(&self) -> u64 {
+        self.state.lock().unwrap().json_bodies
+    }
+
     /// The JWT bearer assertions presented, in order.
     pub fn assertions(&self) -> Vec<String> {
         self.state.lock().unwrap().assertions.clone()
@@ -201,11 +208,14 @@ async fn answer(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
     }
 }
 
-fn params(headers: &HeaderMap, body: &[u8]) -> HashMap<String, String> {
-    let is_json = headers
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if is_json {
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}
+
+fn params(headers: &HeaderMap, body: &[u8]) -> HashMap<String, String> {
+    if is_json(headers) {
         let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
         value
             .as_object()
@@ -251,6 +261,9 @@ fn token(headers: &HeaderMap, body: &[u8], shared: &Shared, path: &str) -> Respo
     let params = params(headers, body);
     let mut state = shared.state.lock().unwrap();
     state.token_requests += 1;
+    if is_json(headers) {
+        state.json_bodies += 1;
+    }
     if params.get("grant_type").map(String::as_str) == Some(JWT_BEARER) {
         return jwt_bearer(&params, shared, &mut state, headers, path);
     }

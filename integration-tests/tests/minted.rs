@@ -324,6 +324,52 @@ async fn a_failed_mint_is_a_502_naming_the_providers_code_and_nothing_of_its_bod
     }
 }
 
+/// `oauth2: { body: json }`: sluice's own token requests go as a JSON object (for a provider
+/// that wants one), here for the client-credentials grant, and the token is swapped as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_credentials_grant_asked_in_json_mints_and_swaps() {
+    let f = fixture(Duration::from_secs(60)).await;
+    let yaml = std::fs::read_to_string(f.path("policy.yaml"))
+        .unwrap()
+        .replace(
+            "grant: refresh_token",
+            "grant: client_credentials\n      body: json",
+        );
+    let refresh_line = yaml
+        .lines()
+        .find(|l| l.contains("refresh_token:"))
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        f.path("policy.yaml"),
+        yaml.replace(&format!("{refresh_line}\n"), ""),
+    )
+    .unwrap();
+    let api = format!("https://api.test:{}/api/echo", f.idp.port());
+    let script = format!(
+        "set -e; for i in 1 2; do curl -sS --fail-with-body -H \"Authorization: Bearer $GOOGLE\" {api}; echo; done; env | grep -E '^GOOGLE=' "
+    );
+    let out = f.run(&script, "audit.jsonl").await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let access = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("GOOGLE="))
+        .expect("GOOGLE in the env dump");
+    let echoed = format!("{{\"token\":\"{access}\"}}");
+    assert_eq!(stdout.matches(&echoed).count(), 2, "{stdout}");
+    // One token request, and it was JSON.
+    assert_eq!((f.idp.token_requests(), f.idp.json_bodies()), (1, 1));
+    f.assert_holds_no_value(&stdout, "the sandbox's output");
+    f.assert_holds_no_value(&stderr, "sluice's stderr");
+    let audit = std::fs::read_to_string(f.path("audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("minted client_credentials; expires in"),
+        "{audit}"
+    );
+}
+
 /// `check` reads an `oauth2:` block, previews where the token is minted, and diagnoses
 /// each misuse at its line and column with the fix.
 #[test]

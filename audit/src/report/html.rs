@@ -124,6 +124,7 @@ fn visible(mut report: Report) -> Report {
     fix_named(&mut report.denied);
     fix_named(&mut report.auth_failures);
     fix_named(&mut report.materialized);
+    fix_named(&mut report.mints);
     report.withheld.iter_mut().for_each(fix);
     for reload in &mut report.reloads {
         for s in [

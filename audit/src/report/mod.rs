@@ -82,6 +82,11 @@ pub struct Report {
     pub materialized: Vec<Named>,
     /// Pairs beyond [`Report::materialized`].
     pub more_materialized: More,
+    /// Minted credentials (`mint` events), by secret and outcome: tokens minted per grant,
+    /// mints refused per code, the sandbox's own token requests answered.
+    pub mints: Vec<Named>,
+    /// Pairs beyond [`Report::mints`].
+    pub more_mints: More,
     /// `reload` events, the first [`TOP_RELOADS`].
     pub reloads: Vec<Reload>,
     /// Reloads beyond [`Report::reloads`].
@@ -295,6 +300,7 @@ struct Tally {
     auth_failures: HashMap<String, u64>,
     withheld: std::collections::BTreeSet<String>,
     materialized: HashMap<(String, String), u64>,
+    mints: HashMap<(String, String), u64>,
     reloads: Vec<Reload>,
     reload_count: u64,
     minutes: timeline::Minutes,
@@ -399,7 +405,13 @@ impl Tally {
                     });
                 }
             }
-            EventKind::Start | EventKind::Stop | EventKind::Tunnel | EventKind::Mint => {}
+            EventKind::Mint => {
+                *self
+                    .mints
+                    .entry((name(&line.secret), mint_outcome(&name(&line.reason))))
+                    .or_default() += 1;
+            }
+            EventKind::Start | EventKind::Stop | EventKind::Tunnel => {}
         }
     }
 
@@ -450,6 +462,9 @@ impl Tally {
         let mut denied = named_pairs(self.denied);
         let more_denied = more(denied.iter().skip(TOP_DENIED).map(|d| d.count));
         denied.truncate(TOP_DENIED);
+        let mut mints = named_pairs(self.mints);
+        let more_mints = more(mints.iter().skip(TOP_MATERIALIZED).map(|m| m.count));
+        mints.truncate(TOP_MATERIALIZED);
         let mut materialized = named_pairs(self.materialized);
         let more_materialized = more(materialized.iter().skip(TOP_MATERIALIZED).map(|m| m.count));
         materialized.truncate(TOP_MATERIALIZED);
@@ -471,6 +486,8 @@ impl Tally {
             more_withheld,
             materialized,
             more_materialized,
+            mints,
+            more_mints,
             reloads: self.reloads,
             more_reloads: More {
                 rows: self.reload_count - reloads_shown,
@@ -497,6 +514,18 @@ fn top(counts: HashMap<String, u64>, n: usize) -> Vec<Named> {
 }
 
 /// (name, detail) counts as rows, the most frequent first.
+/// A `mint` event's reason without what varies per event (a token's lifetime, the
+/// placeholder's name): `minted refresh_token`, `refused jwt_bearer: invalid_grant`,
+/// `answered the sandbox's refresh_token request`.
+fn mint_outcome(reason: &str) -> String {
+    let end = [";", " with "]
+        .iter()
+        .filter_map(|cut| reason.find(cut))
+        .min()
+        .unwrap_or(reason.len());
+    reason[..end].to_owned()
+}
+
 fn named_pairs(counts: HashMap<(String, String), u64>) -> Vec<Named> {
     let mut named: Vec<Named> = counts
         .into_iter()

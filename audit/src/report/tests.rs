@@ -371,3 +371,46 @@ proptest::proptest! {
         proptest::prop_assert!(html.contains("BROKEN"));
     }
 }
+
+#[test]
+fn minted_credentials_are_counted_by_secret_and_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, "run-mints", start(&[])).unwrap();
+    let mint = |reason: &str| {
+        Event::new(EventKind::Mint)
+            .secret("google")
+            .host("oauth2.googleapis.com")
+            .reason(reason)
+    };
+    for reason in [
+        "minted jwt_bearer; expires in 3599s",
+        "minted jwt_bearer; expires in 3600s",
+        "refused jwt_bearer: invalid_grant",
+        "answered the sandbox's metadata-server token request with its placeholder",
+    ] {
+        log.record(mint(reason)).unwrap();
+    }
+    log.close().unwrap();
+    let report = build(&[path]).unwrap();
+    let rows: Vec<(&str, &str, u64)> = report
+        .mints
+        .iter()
+        .map(|m| (m.name.as_str(), m.detail.as_str(), m.count))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("google", "minted jwt_bearer", 2),
+            (
+                "google",
+                "answered the sandbox's metadata-server token request",
+                1
+            ),
+            ("google", "refused jwt_bearer: invalid_grant", 1),
+        ]
+    );
+    let html = report.to_html().unwrap();
+    assert!(html.contains("<h2>Minted credentials</h2>"), "{html}");
+    assert!(html.contains("refused jwt_bearer: invalid_grant"));
+}
