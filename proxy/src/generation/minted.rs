@@ -173,9 +173,9 @@ pub(crate) async fn token(
     minter: &MinterDecl,
 ) -> Result<Arc<Token>, Refusal> {
     let chain = chain_of(shared, minter)?;
-    let publisher: Arc<dyn Publish> = Arc::new(Publisher(shared.clone()));
+    let publisher = || -> Arc<dyn Publish> { Arc::new(Publisher(shared.clone())) };
     chain
-        .token(&shared.upstream, &publisher)
+        .token(&shared.upstream, publisher)
         .await
         .map_err(|failure| Refusal::mint_failed(minter.name(), &failure, ""))
 }

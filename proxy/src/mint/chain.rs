@@ -195,10 +195,13 @@ impl Chain {
     /// A token fit to send now: the one in force, or, when there is none or it is about to
     /// expire, the next one (minted once however many callers wait). A token in its
     /// refresh window is returned at once and the next one minted in the background.
+    ///
+    /// `publish` is called only when a mint may happen: a request served from the token in
+    /// force (nearly every one) allocates nothing.
     pub(crate) async fn token(
         self: &Arc<Self>,
         upstream: &Upstream,
-        publish: &Arc<dyn Publish>,
+        publish: impl FnOnce() -> Arc<dyn Publish>,
     ) -> Result<Arc<Token>, MintFailure> {
         if let Some(token) = self.current() {
             match token.state(Instant::now()) {
@@ -210,8 +213,9 @@ impl Chain {
                 Freshness::Stale => {}
             }
         }
+        let publish = publish();
         let waiting = Instant::now();
-        let token = self.token_in_flight(upstream, publish).await;
+        let token = self.token_in_flight(upstream, &publish).await;
         publish.waited(self, waiting.elapsed());
         token
     }
@@ -238,11 +242,15 @@ impl Chain {
         self.mint(&mut held, upstream, publish).await
     }
 
-    fn refresh_in_background(self: &Arc<Self>, upstream: &Upstream, publish: &Arc<dyn Publish>) {
+    fn refresh_in_background(
+        self: &Arc<Self>,
+        upstream: &Upstream,
+        publish: impl FnOnce() -> Arc<dyn Publish>,
+    ) {
         if self.refreshing.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (chain, upstream, publish) = (self.clone(), upstream.clone(), publish.clone());
+        let (chain, upstream, publish) = (self.clone(), upstream.clone(), publish());
         tokio::spawn(async move {
             let mut held = chain.minting.lock().await;
             let due = chain
