@@ -8,6 +8,8 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod git;
+pub mod github;
 pub mod h2frame;
 pub mod h2wire;
 pub mod idp;
@@ -22,6 +24,7 @@ pub mod served;
 pub mod upstream;
 
 pub use client::{Curl, CurlOutput, TunnelClient};
+pub use github::{GithubApi, GithubConfig};
 pub use idp::{Fault, IdentityProvider, IdpConfig, ServiceAccountConfig};
 pub use launch::{Launch, RunOutput};
 pub use pki::TestPki;

@@ -68,7 +68,7 @@ pub use grant::{Permit, Ungranted};
 pub use host::{HostPattern, normalize_host};
 pub use ipnet::IpNet;
 pub use mint::{
-    ClientId, Grant, METADATA_HOST, METADATA_IP, MinterDecl, TokenBody, TokenUrl, Want,
+    ClientId, GithubApp, Grant, METADATA_HOST, METADATA_IP, MinterDecl, TokenBody, TokenUrl, Want,
     mint_part_name,
 };
 pub use model::{

@@ -25,10 +25,12 @@ pub enum Grant {
     ClientCredentials,
     /// RFC 7523: a JWT signed with a service account's key exchanged for an access token.
     JwtBearer,
+    /// Not OAuth: a GitHub App's JWT exchanged for an installation token (`github_app:`).
+    GithubApp,
 }
 
 impl Grant {
-    /// Every grant, in declaration-reference order.
+    /// Every OAuth grant `grant:` names, in declaration-reference order.
     pub const ALL: [Grant; 3] = [
         Grant::RefreshToken,
         Grant::ClientCredentials,
@@ -41,6 +43,7 @@ impl Grant {
             Grant::RefreshToken => "refresh_token",
             Grant::ClientCredentials => "client_credentials",
             Grant::JwtBearer => "jwt_bearer",
+            Grant::GithubApp => "github_app",
         }
     }
 
@@ -58,8 +61,9 @@ impl Grant {
             (Grant::ClientCredentials, MintPart::ClientSecret) => Want::Required,
             (Grant::ClientCredentials, MintPart::RefreshToken) => Want::Never,
             (Grant::JwtBearer, MintPart::ServiceAccount) => Want::Required,
-            (Grant::JwtBearer, _) => Want::Never,
-            (_, MintPart::ServiceAccount) => Want::Never,
+            (Grant::GithubApp, MintPart::PrivateKey) => Want::Required,
+            (Grant::JwtBearer | Grant::GithubApp, _) => Want::Never,
+            (_, MintPart::ServiceAccount | MintPart::PrivateKey) => Want::Never,
         }
     }
 
@@ -68,7 +72,7 @@ impl Grant {
     pub fn wants_client_id(self) -> Want {
         match self {
             Grant::RefreshToken | Grant::ClientCredentials => Want::Required,
-            Grant::JwtBearer => Want::Never,
+            Grant::JwtBearer | Grant::GithubApp => Want::Never,
         }
     }
 }
@@ -179,6 +183,47 @@ pub struct MinterDecl {
     pub(crate) body: TokenBody,
     /// Each part and the index of its secret in [`crate::Policy::secrets`].
     pub(crate) parts: Vec<(MintPart, usize)>,
+    /// For a GitHub App: the installation and the narrowing asked for.
+    pub(crate) github: Option<GithubApp>,
+}
+
+/// A GitHub App's installation token, narrowed (`github_app:`): what sluice asks GitHub for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GithubApp {
+    pub(crate) app_id: u64,
+    pub(crate) installation_id: u64,
+    /// The API root, without a trailing `/` (`https://api.github.com` by default).
+    pub(crate) api: String,
+    pub(crate) repositories: Vec<String>,
+    /// Permission name and level (`read`, `write`, `admin`), sorted by name.
+    pub(crate) permissions: Vec<(String, String)>,
+}
+
+impl GithubApp {
+    /// The App's id: the JWT's issuer.
+    pub fn app_id(&self) -> u64 {
+        self.app_id
+    }
+
+    /// The installation the token is minted for.
+    pub fn installation_id(&self) -> u64 {
+        self.installation_id
+    }
+
+    /// The API root (GitHub's, or an Enterprise Server's), without a trailing `/`.
+    pub fn api(&self) -> &str {
+        &self.api
+    }
+
+    /// The repositories the token reaches (names within the installation's owner).
+    pub fn repositories(&self) -> &[String] {
+        &self.repositories
+    }
+
+    /// The permissions asked for, name and level, sorted by name.
+    pub fn permissions(&self) -> &[(String, String)] {
+        &self.permissions
+    }
 }
 
 impl MinterDecl {
@@ -225,6 +270,11 @@ impl MinterDecl {
     /// Each part and the index of its secret.
     pub fn parts(&self) -> &[(MintPart, usize)] {
         &self.parts
+    }
+
+    /// The GitHub App installation and narrowing, for `github_app:`.
+    pub fn github(&self) -> Option<&GithubApp> {
+        self.github.as_ref()
     }
 
     /// Whether Google's client libraries would take this token from the metadata server:

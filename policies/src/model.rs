@@ -180,6 +180,9 @@ pub enum PlaceholderForm {
     Plain,
     /// `placeholder: "<literal>"`: this one, every run.
     Fixed(String),
+    /// No `placeholder:` on a secret whose value is not known at start but whose format is
+    /// (a GitHub App's installation token): shaped like this sample of the format.
+    Like(&'static str),
 }
 
 /// One secret's declaration, compiled.
@@ -575,6 +578,8 @@ pub enum MintPart {
     /// A service account's key file (`NAME.service_account`, Google's JSON), for the
     /// `jwt_bearer` grant: it signs the assertion, and no client in the sandbox needs it.
     ServiceAccount,
+    /// A GitHub App's private key (`NAME.private_key`, PEM RSA): it signs the app's JWT.
+    PrivateKey,
 }
 
 impl MintPart {
@@ -585,6 +590,7 @@ impl MintPart {
             MintPart::RefreshToken => "refresh_token",
             MintPart::ClientSecret => "client_secret",
             MintPart::ServiceAccount => "service_account",
+            MintPart::PrivateKey => "private_key",
         }
     }
 
@@ -592,6 +598,6 @@ impl MintPart {
     /// refreshes by itself sends (sluice answers those requests), never a key only sluice
     /// signs with.
     pub fn in_sandbox(self) -> bool {
-        !matches!(self, MintPart::ServiceAccount)
+        !matches!(self, MintPart::ServiceAccount | MintPart::PrivateKey)
     }
 }

@@ -123,6 +123,7 @@ pub(crate) fn mint_one(secret: &SecretDecl, value: Option<&[u8]>) -> Result<Stri
         _ if secret.signs.is_some() => None,
         (PlaceholderForm::Default, Some(value)) => Shape::known(value),
         (PlaceholderForm::Shaped, Some(value)) => Shape::of_value(value),
+        (PlaceholderForm::Like(sample), _) => Shape::known(sample.as_bytes()),
         _ => None,
     };
     if let Some(shape) = shape {

@@ -73,6 +73,21 @@ pub(crate) struct RawSecret {
     pub(crate) regions: Option<SpannedList>,
     /// `oauth2:`: the secret is an access token sluice mints itself.
     pub(crate) oauth2: Option<Spanned<RawOauth2>>,
+    /// `github_app:`: the secret is a GitHub App installation token sluice mints itself.
+    pub(crate) github_app: Option<Spanned<RawGithubApp>>,
+}
+
+/// `github_app: { app_id, installation_id, private_key, repositories, permissions, api }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGithubApp {
+    pub(crate) app_id: Option<Spanned<u64>>,
+    pub(crate) installation_id: Option<Spanned<u64>>,
+    pub(crate) private_key: Option<Spanned<RawPartFrom>>,
+    pub(crate) repositories: Option<SpannedList>,
+    /// GitHub's permission names and levels, in the order written.
+    pub(crate) permissions: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    pub(crate) api: Option<Spanned<String>>,
 }
 
 /// `oauth2: { token_url, grant, client_id, client_secret, refresh_token, ... }`.

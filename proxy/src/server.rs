@@ -543,6 +543,16 @@ impl Proxy {
                 tracing::error!("a worker thread panicked");
             }
         }
+        // Tokens the run minted that outlive it unless revoked (a GitHub App's), revoked
+        // within the drain timeout; a failure is audited, never fatal.
+        let revoked = tokio::time::timeout(
+            limits.drain_timeout,
+            crate::generation::minted::revoke_all(&self.shared),
+        )
+        .await;
+        if revoked.is_err() {
+            tracing::warn!("drain timeout: minted tokens left to expire on their own");
+        }
         // Its last `deny` events (the refusals it held back) go in before `stop`.
         if let Some(resolver) = self.resolver {
             let _ = resolver.await;

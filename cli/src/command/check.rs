@@ -123,11 +123,29 @@ fn deferred(policy: &Policy, decl: &sluice_policies::SecretDecl) -> Option<Strin
         Source::Minted => {
             let (index, _) = decl.mints()?;
             let minter = &policy.minters()[index];
-            Some(format!(
+            let mut line = format!(
                 "minted at first use from {} ({} grant)",
                 minter.token_url().host(),
                 minter.grant()
-            ))
+            );
+            if let Some(app) = minter.github() {
+                let repositories = app.repositories();
+                let (count, plural) = (
+                    repositories.len(),
+                    if repositories.len() == 1 { "y" } else { "ies" },
+                );
+                let permissions: Vec<String> = app
+                    .permissions()
+                    .iter()
+                    .map(|(name, level)| format!("{name}: {level}"))
+                    .collect();
+                line.push_str(&format!(
+                    ", narrowed to {count} repositor{plural} ({}) and {}",
+                    repositories.join(", "),
+                    permissions.join(", ")
+                ));
+            }
+            Some(line)
         }
         Source::Env(variable) => Some(format!("read from the environment variable {variable}")),
         Source::File(path) => Some(format!("read from the file {}", path.display())),

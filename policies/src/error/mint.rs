@@ -6,7 +6,7 @@
 #[non_exhaustive]
 pub enum MintProblem {
     /// `oauth2:` beside `from:` or `value:`: the value is minted, so it has no source.
-    #[error("secret {secret} is minted (oauth2:), so it cannot also have `{key}:`")]
+    #[error("secret {secret} is minted (oauth2: or github_app:), so it cannot also have `{key}:`")]
     AlsoSourced {
         /// The secret's name.
         secret: String,
@@ -14,7 +14,7 @@ pub enum MintProblem {
         key: &'static str,
     },
     /// `oauth2:` beside `sign:`.
-    #[error("secret {secret} cannot both sign (sign:) and be minted (oauth2:)")]
+    #[error("secret {secret} cannot both sign (sign:) and be minted (oauth2: or github_app:)")]
     AlsoSigns {
         /// The secret's name.
         secret: String,
@@ -60,7 +60,7 @@ pub enum MintProblem {
     /// Sinks other than `[egress]` (or `[]`, redact-only): a minted token is never handed
     /// to the sandbox.
     #[error(
-        "secret {secret} is minted (oauth2:) and can only be granted egress (or sinks: [] for redact-only)"
+        "secret {secret} is minted (oauth2: or github_app:) and can only be granted egress (or sinks: [] for redact-only)"
     )]
     Sinks {
         /// The secret's name.
@@ -73,6 +73,67 @@ pub enum MintProblem {
         secret: String,
         /// The value as written.
         found: String,
+    },
+    /// Both `oauth2:` and `github_app:`.
+    #[error("secret {secret} has both oauth2: and github_app:")]
+    TwoMinters {
+        /// The secret's name.
+        secret: String,
+    },
+    /// A key `github_app:` cannot mint without.
+    #[error("secret {secret}: github_app needs `{key}`")]
+    AppMissing {
+        /// The secret's name.
+        secret: String,
+        /// The missing key.
+        key: &'static str,
+    },
+    /// `repositories: []` or `permissions: {}`: a token narrowed to nothing, or not at all.
+    #[error("secret {secret}: github_app.{key} is empty")]
+    AppEmpty {
+        /// The secret's name.
+        secret: String,
+        /// `repositories` or `permissions`.
+        key: &'static str,
+    },
+    /// A permission level other than `read`, `write` or `admin`.
+    #[error(
+        "secret {secret}: permission {permission} has level `{found}`, not read, write or admin"
+    )]
+    AppLevel {
+        /// The secret's name.
+        secret: String,
+        /// The permission's name.
+        permission: String,
+        /// The level as written.
+        found: String,
+    },
+    /// A permission name GitHub's documentation does not list (a warning: GitHub adds
+    /// permissions, and answers an unknown one with its own error at the first mint).
+    #[error("secret {secret}: `{found}` is not a GitHub App permission sluice knows")]
+    AppPermission {
+        /// The secret's name.
+        secret: String,
+        /// The name as written.
+        found: String,
+    },
+    /// A repository that is not a bare name (`owner/name`, a URL, whitespace).
+    #[error("secret {secret}: repository `{found}` is not a repository name")]
+    AppRepository {
+        /// The secret's name.
+        secret: String,
+        /// As written.
+        found: String,
+    },
+    /// An `api` that is not an `https://` URL with a host.
+    #[error("secret {secret}: github_app.api `{found}` is not an https:// URL with a host ({why})")]
+    AppApi {
+        /// The secret's name.
+        secret: String,
+        /// As written.
+        found: String,
+        /// What is wrong with it.
+        why: &'static str,
     },
     /// A refresh token read from a source sluice cannot write a rotated token back to.
     #[error(
@@ -108,6 +169,29 @@ impl MintProblem {
                 "write `sinks: [egress]`: the sandbox holds the placeholder, sluice the token".into()
             }
             MintProblem::Body { .. } => "write `body: json`, or delete `body:` for form".into(),
+            MintProblem::TwoMinters { .. } => "keep one of oauth2: and github_app:".into(),
+            MintProblem::AppMissing { key, .. } => match *key {
+                "app_id" => "add `app_id: <the App's id>` (its settings page shows it)".into(),
+                "installation_id" => {
+                    "add `installation_id: <id>` (the number ending the installation's settings URL)".into()
+                }
+                "private_key" => "add `private_key: { file: PATH }` (the App's .pem)".into(),
+                "repositories" => "add `repositories: [NAME, ...]`: the token reaches these only".into(),
+                _ => "add `permissions: { contents: read }`: the token has these only".into(),
+            },
+            MintProblem::AppEmpty { key, .. } => {
+                format!("name at least one under `{key}`: an empty list would not narrow the token")
+            }
+            MintProblem::AppLevel { .. } => "write read, write or admin".into(),
+            MintProblem::AppPermission { .. } => {
+                "check the name against GitHub's list of App permissions (e.g. contents, pull_requests, issues)".into()
+            }
+            MintProblem::AppRepository { .. } => {
+                "write the repository's name only (`website`, not `owner/website` or a URL): it is within the installation's owner".into()
+            }
+            MintProblem::AppApi { .. } => {
+                "write the API root, e.g. https://ghe.example.com/api/v3 (GitHub's own is the default)".into()
+            }
             MintProblem::RefreshTokenLost { .. } => {
                 "read it with `refresh_token: { file: PATH }`: sluice writes each rotated token back there".into()
             }

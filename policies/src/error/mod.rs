@@ -500,7 +500,8 @@ impl Problem {
             | Problem::BroadWildcard { .. }
             | Problem::PassthroughHost { .. }
             | Problem::MetadataReachable { .. }
-            | Problem::Mint(MintProblem::RefreshTokenLost { .. }) => Severity::Warning,
+            | Problem::Mint(MintProblem::RefreshTokenLost { .. })
+            | Problem::Mint(MintProblem::AppPermission { .. }) => Severity::Warning,
             _ => Severity::Error,
         }
     }

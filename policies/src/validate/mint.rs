@@ -243,6 +243,7 @@ pub(super) fn minter(
         audience: o.audience.as_ref().map(|a| a.value.clone()),
         body,
         parts: Vec::new(),
+        github: None,
     };
     Some((minter, parts))
 }
@@ -250,7 +251,7 @@ pub(super) fn minter(
 /// A part's secret: granted toward the token endpoint only (which makes that endpoint
 /// reachable and intercepted), in no place of a request: its placeholder found anywhere is
 /// refused, unless sluice answers the request itself.
-fn part_decl(name: String, url: &TokenUrl, source: Source) -> SecretDecl {
+pub(super) fn part_decl(name: String, url: &TokenUrl, source: Source) -> SecretDecl {
     let endpoint = HostPattern::parse(&format!("{}:{}", bracketed(&url.host), url.port))
         .expect("a token URL's host was parsed as a host pattern already");
     SecretDecl {
@@ -280,7 +281,7 @@ fn bracketed(host: &str) -> String {
 
 /// A part's name must not be a secret declared under `secrets:`, nor its variable one the
 /// launcher sets.
-fn part_name_free(
+pub(super) fn part_name_free(
     cx: &mut Ctx<'_>,
     name: &Spanned<String>,
     part: MintPart,
@@ -323,7 +324,7 @@ fn lost_on_rotation(cx: &mut Ctx<'_>, secret: &str, from: &RawPartFrom, path: &s
     }
 }
 
-fn source_of(
+pub(super) fn source_of(
     cx: &mut Ctx<'_>,
     secret: &str,
     from: &RawPartFrom,
@@ -340,7 +341,7 @@ fn source_of(
 }
 
 /// Parses `https://HOST[:PORT][/PATH]`; no user info, query or fragment.
-fn token_url(url: &str) -> Result<TokenUrl, &'static str> {
+pub(super) fn token_url(url: &str) -> Result<TokenUrl, &'static str> {
     let rest = match url.get(..8) {
         Some(scheme) if scheme.eq_ignore_ascii_case("https://") => &url[8..],
         _ => return Err("the scheme must be https"),

@@ -13,6 +13,7 @@
 mod budget;
 mod egress;
 mod empty;
+mod github;
 mod mint;
 mod pin;
 mod rules;
@@ -149,6 +150,22 @@ pub(crate) fn validate(
                     &declared,
                 );
                 (signer.map(Compiled::Signer), hosts)
+            } else if let Some(app) = &secret.value.github_app {
+                if let Some(oauth2) = &secret.value.oauth2 {
+                    let problem = crate::error::MintProblem::TwoMinters {
+                        secret: name.value.clone(),
+                    };
+                    let path = format!("secrets.{}.oauth2", name.value);
+                    cx.at(oauth2, path, Problem::Mint(problem));
+                }
+                let (decl, hosts) =
+                    secret::secret_decl(&mut cx, name, secret, &passthrough_patterns, base_dir);
+                let minter = github::app(&mut cx, name, app, base_dir, &declared);
+                let both = decl.zip(minter);
+                (
+                    both.map(|(decl, minter)| Compiled::Minted(decl, Box::new(minter))),
+                    hosts,
+                )
             } else if let Some(oauth2) = &secret.value.oauth2 {
                 let (decl, hosts) =
                     secret::secret_decl(&mut cx, name, secret, &passthrough_patterns, base_dir);

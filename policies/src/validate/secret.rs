@@ -16,6 +16,10 @@ use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
 use crate::model::{Place, PlaceholderForm, SecretDecl, Sink, placeholder_name};
+
+/// A sample of GitHub's installation-token format (`ghs_` and 36 characters): a GitHub
+/// App's placeholder is minted in its shape.
+const GITHUB_INSTALLATION_TOKEN: &str = "ghs_000000000000000000000000000000000000";
 use crate::raw::RawSecret;
 
 /// Validates one secret. Returns its compiled form (`None` when it has errors) and its
@@ -87,7 +91,8 @@ pub(super) fn secret_decl(
     let egress = sinks.contains(&Sink::Egress);
     // A minted secret with other sinks gets one diagnostic for it (`mint.rs`), not one per
     // key that sinks make meaningless.
-    let minted_elsewhere = s.oauth2.is_some() && !sinks.is_empty();
+    let minted = s.oauth2.is_some() || s.github_app.is_some();
+    let minted_elsewhere = minted && !sinks.is_empty();
     if !egress && !minted_elsewhere {
         let keys = [
             ("hosts", s.hosts.as_ref()),
@@ -235,7 +240,7 @@ pub(super) fn secret_decl(
     }
 
     // source: a minted secret has none (its parts' sources are under `oauth2:`)
-    let source = if s.oauth2.is_some() {
+    let source = if minted {
         super::mint::minted_source(cx, name, s, &sinks, &base)
     } else {
         source::compile(
@@ -258,6 +263,8 @@ pub(super) fn secret_decl(
             locations,
             header_names,
             placeholder: match s.placeholder.as_ref().map(|p| p.value.as_str()) {
+                // An installation token's shape, so that clients checking it accept it.
+                None if s.github_app.is_some() => PlaceholderForm::Like(GITHUB_INSTALLATION_TOKEN),
                 None => PlaceholderForm::Default,
                 Some(SHAPED) => PlaceholderForm::Shaped,
                 Some(PLAIN) => PlaceholderForm::Plain,

@@ -86,6 +86,13 @@ pub(super) fn signer_decl(
             Problem::Mint(crate::error::MintProblem::AlsoSigns { secret: n.clone() }),
         );
     }
+    if let Some(app) = &s.github_app {
+        cx.at(
+            app,
+            format!("{base}.github_app"),
+            Problem::Mint(crate::error::MintProblem::AlsoSigns { secret: n.clone() }),
+        );
+    }
     if let Some(allow) = &s.allow {
         cx.at(
             allow,

@@ -16,6 +16,7 @@ use sluice_guard::SecretValue;
 use sluice_policies::{
     ClientId, MintPart, MinterDecl, Policy, ResolvedSecret, Source, mint_part_name,
 };
+use sluice_sign::jwt::RsaKey;
 use sluice_sign::jwt::google::ServiceAccount;
 use zeroize::Zeroizing;
 
@@ -59,16 +60,45 @@ impl Publish for Publisher {
         }
     }
 
-    fn audited(&self, chain: &Chain, outcome: Result<Option<Duration>, &MintFailure>) {
+    fn audited(&self, chain: &Chain, outcome: Result<&Issued, &MintFailure>) {
         let reason = match outcome {
-            Ok(Some(lifetime)) => {
-                format!("minted {}; expires in {}s", chain.grant, lifetime.as_secs())
+            Ok(issued) => {
+                let mut reason = match issued.expires_in {
+                    Some(lifetime) => {
+                        format!("minted {}; expires in {}s", chain.grant, lifetime.as_secs())
+                    }
+                    None => format!("minted {}; no expiry given", chain.grant),
+                };
+                if !issued.narrower.is_empty() {
+                    reason.push_str("; granted less than asked: ");
+                    reason.push_str(&issued.narrower.join(", "));
+                }
+                reason
             }
-            Ok(None) => format!("minted {}; no expiry given", chain.grant),
             Err(failure) => format!("refused {}: {}", chain.grant, failure.code()),
         };
         let result = outcome.map_or_else(MintFailure::code, |_| "ok");
         self.0.counters.mint(&chain.name, result);
+        self.0.record(
+            Event::new(EventKind::Mint)
+                .secret(chain.name.as_str())
+                .host(chain.endpoint_host.as_str())
+                .reason(reason),
+        );
+    }
+
+    fn revoked(&self, chain: &Chain, outcome: Result<(), &MintFailure>) {
+        let reason = match outcome {
+            Ok(()) => format!("revoked the {} token", chain.grant),
+            Err(failure) => {
+                tracing::warn!(secret = %chain.name, code = failure.code(), "a minted token could not be revoked; it expires on its own");
+                format!(
+                    "could not revoke the {} token: {}",
+                    chain.grant,
+                    failure.code()
+                )
+            }
+        };
         self.0.record(
             Event::new(EventKind::Mint)
                 .secret(chain.name.as_str())
@@ -103,16 +133,26 @@ pub(crate) fn service_account(
     Ok(account)
 }
 
-/// Every `jwt_bearer` key file of a generation about to be built, read: a key that cannot
-/// sign stops the start (or the reload) instead of failing its first request.
-pub(crate) fn check_service_accounts(
-    policy: &Policy,
-    resolved: &[ResolvedSecret],
-) -> Result<(), String> {
+/// A GitHub App's private key, read: an RSA private key in PEM that signs.
+fn app_key(minter: &MinterDecl, pem: &[u8]) -> Result<RsaKey, String> {
+    let part = mint_part_name(minter.name(), MintPart::PrivateKey);
+    RsaKey::from_pem(pem).map_err(|why| format!("{part}: {why}"))
+}
+
+/// Every key of a generation about to be built (a `jwt_bearer` key file, a GitHub App's
+/// private key), read: a key that cannot sign stops the start (or the reload) instead of
+/// failing its first request.
+pub(crate) fn check_keys(policy: &Policy, resolved: &[ResolvedSecret]) -> Result<(), String> {
+    let value = |minter: &MinterDecl, part| {
+        let name = mint_part_name(minter.name(), part);
+        resolved.iter().find(|s| s.name == name).map(|s| &s.value)
+    };
     for minter in policy.minters() {
-        let part = mint_part_name(minter.name(), MintPart::ServiceAccount);
-        if let Some(secret) = resolved.iter().find(|s| s.name == part) {
-            service_account(minter, &secret.value)?;
+        if let Some(key_file) = value(minter, MintPart::ServiceAccount) {
+            service_account(minter, key_file)?;
+        }
+        if let Some(pem) = value(minter, MintPart::PrivateKey) {
+            app_key(minter, pem)?;
         }
     }
     Ok(())
@@ -121,8 +161,8 @@ pub(crate) fn check_service_accounts(
 /// The chain of `minter`, started (on its first use in the run) from the values this
 /// generation read: the refresh token and client secret from the guard, the client id
 /// from its source.
-pub(crate) fn chain_of(shared: &Shared, minter: &MinterDecl) -> Result<Arc<Chain>, Refusal> {
-    shared
+pub(crate) fn chain_of(shared: &Arc<Shared>, minter: &MinterDecl) -> Result<Arc<Chain>, Refusal> {
+    let (chain, replaced) = shared
         .mints
         .chain(minter, || {
             let decl = |part| minter.part(part).map(|i| &shared.policy.secrets()[i]);
@@ -150,9 +190,13 @@ pub(crate) fn chain_of(shared: &Shared, minter: &MinterDecl) -> Result<Arc<Chain
             let service_account = value(MintPart::ServiceAccount)
                 .map(|key_file| service_account(minter, &key_file))
                 .transpose()?;
+            let app_key = value(MintPart::PrivateKey)
+                .map(|pem| app_key(minter, &pem))
+                .transpose()?;
             Ok(Parts {
                 client_id,
                 service_account,
+                app_key,
                 client_secret: value(MintPart::ClientSecret),
                 refresh_token: value(MintPart::RefreshToken),
                 refresh_file,
@@ -164,7 +208,26 @@ pub(crate) fn chain_of(shared: &Shared, minter: &MinterDecl) -> Result<Arc<Chain
                 &MintFailure::Unusable("a part's source failed"),
                 &why,
             )
-        })
+        })?;
+    // A reload changed the chain (a GitHub App's narrowing, say): the token it held is
+    // revoked, off the request path.
+    if let Some(replaced) = replaced {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            replaced
+                .revoke(&shared.upstream, &Publisher(shared.clone()))
+                .await;
+        });
+    }
+    Ok(chain)
+}
+
+/// Revokes every revocable token of the run (a GitHub App's): for the end of the run.
+pub(crate) async fn revoke_all(shared: &Arc<Shared>) {
+    let publisher = Publisher(shared.clone());
+    for chain in shared.mints.all() {
+        chain.revoke(&shared.upstream, &publisher).await;
+    }
 }
 
 /// The token of `minter` fit to send now, minted if need be (once, however many wait).

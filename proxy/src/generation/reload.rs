@@ -464,7 +464,7 @@ fn build(
     previous: Option<&Declared>,
 ) -> Result<Declared, ReloadError> {
     let (placeholders, mut resolved) = policy.resolve_minting(earlier)?;
-    super::minted::check_service_accounts(&policy, &resolved).map_err(ReloadError::MintKey)?;
+    super::minted::check_keys(&policy, &resolved).map_err(ReloadError::MintKey)?;
     known.overlay(&mut resolved);
     assemble(policy, placeholders, resolved, known, previous)
 }

@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use sluice_policies::{Grant, MinterDecl, TokenBody};
+use sluice_policies::{GithubApp, Grant, MinterDecl, TokenBody};
+use sluice_sign::jwt::RsaKey;
 use sluice_sign::jwt::google::ServiceAccount;
 use zeroize::Zeroizing;
 
@@ -40,8 +41,11 @@ pub(crate) trait Publish: Send + Sync {
     /// toward other hosts) from now on. Returns the generation whose guard first knows it;
     /// an error (a token the guard cannot hold) fails the mint, and the token is never used.
     fn minted(&self, chain: &Chain, issued: &Issued) -> Result<u64, MintFailure>;
-    /// A mint finished: `Ok(lifetime)` or the failure.
-    fn audited(&self, chain: &Chain, outcome: Result<Option<Duration>, &MintFailure>);
+    /// A mint finished: what was issued (read for its lifetime and narrowing only), or the
+    /// failure.
+    fn audited(&self, chain: &Chain, outcome: Result<&Issued, &MintFailure>);
+    /// A token was revoked (a GitHub App's, when the run or its narrowing ends), or not.
+    fn revoked(&self, chain: &Chain, outcome: Result<(), &MintFailure>);
     /// A request waited `took` for the single flight (its token was missing or stale).
     fn waited(&self, chain: &Chain, took: Duration);
 }
@@ -96,6 +100,9 @@ struct Held {
     /// The refresh token was refused (`invalid_grant`): it is never sent again.
     refresh_spent: bool,
     failed: Option<Failed>,
+    /// The token in force, for a grant whose tokens are revoked when the run is done with
+    /// them (a GitHub App's); for every other grant, the guard alone holds it.
+    revocable: Option<Zeroizing<String>>,
 }
 
 struct Failed {
@@ -110,6 +117,8 @@ pub(crate) struct Parts {
     pub(crate) client_id: Option<Zeroizing<String>>,
     /// The key that signs a `jwt_bearer` assertion, read from its key file.
     pub(crate) service_account: Option<ServiceAccount>,
+    /// The key that signs a GitHub App's JWT.
+    pub(crate) app_key: Option<RsaKey>,
     pub(crate) client_secret: Option<Zeroizing<Vec<u8>>>,
     pub(crate) refresh_token: Option<Zeroizing<Vec<u8>>>,
     /// Where a rotated refresh token is written back (its `file` source).
@@ -125,6 +134,7 @@ pub(crate) struct Chain {
     pub(crate) endpoint_host: String,
     client_id: Option<Zeroizing<String>>,
     service_account: Option<ServiceAccount>,
+    github: Option<(GithubApp, RsaKey)>,
     scopes: Vec<String>,
     audience: Option<String>,
     body: TokenBody,
@@ -156,6 +166,7 @@ impl Chain {
             endpoint_host: minter.token_url().host().to_owned(),
             client_id: parts.client_id,
             service_account: parts.service_account,
+            github: minter.github().cloned().zip(parts.app_key),
             scopes: minter.scopes().to_vec(),
             audience: minter.audience().map(str::to_owned),
             body: minter.body(),
@@ -166,6 +177,7 @@ impl Chain {
                 client_secret: parts.client_secret,
                 refresh_spent: false,
                 failed: None,
+                revocable: None,
             }),
             refreshing: AtomicBool::new(false),
         }
@@ -174,7 +186,25 @@ impl Chain {
     /// Whether this chain was built for `minter`'s endpoint and grant (a reload that
     /// changes either starts a new chain).
     pub(crate) fn serves(&self, minter: &MinterDecl) -> bool {
-        self.token_url == minter.token_url().as_str() && self.grant == minter.grant()
+        self.token_url == minter.token_url().as_str()
+            && self.grant == minter.grant()
+            && self.github.as_ref().map(|(app, _)| app) == minter.github()
+    }
+
+    /// Revokes the token in force, for a grant whose tokens are revoked (a GitHub App's);
+    /// nothing for the others. Waits for a mint in flight, so that the token it brings is
+    /// the one revoked; after this, the chain mints again if asked.
+    pub(crate) async fn revoke(&self, upstream: &Upstream, publish: &dyn Publish) {
+        let Some((app, _)) = &self.github else {
+            return;
+        };
+        let mut held = self.minting.lock().await;
+        let Some(token) = held.revocable.take() else {
+            return;
+        };
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let outcome = super::github::revoke(upstream, app, &token).await;
+        publish.revoked(self, outcome.as_ref().map(|_| ()));
     }
 
     /// The service account's email (`jwt_bearer`): not a secret, what Google's metadata
@@ -285,6 +315,7 @@ impl Chain {
                 grant: self.grant,
                 client_id: self.client_id.as_deref().map(String::as_str),
                 service_account: self.service_account.as_ref(),
+                github: self.github.as_ref().map(|(app, key)| (app, key)),
                 client_secret: held.client_secret.as_deref().map(Vec::as_slice),
                 refresh_token: held.refresh_token.as_deref().map(Vec::as_slice),
                 scopes: &self.scopes,
@@ -317,7 +348,10 @@ impl Chain {
                 });
                 *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(token.clone());
                 held.failed = None;
-                publish.audited(self, Ok(issued.expires_in));
+                if self.github.is_some() {
+                    held.revocable = Some(issued.access_token.clone());
+                }
+                publish.audited(self, Ok(&issued));
                 Ok(token)
             }
             Err(failure) => Err(self.failed(held, failure, publish)),

@@ -28,7 +28,8 @@ use zeroize::Zeroizing;
 
 use crate::body;
 use crate::upstream::{SendError, Upstream};
-use sluice_policies::{Grant, TokenBody};
+use sluice_policies::{GithubApp, Grant, TokenBody};
+use sluice_sign::jwt::RsaKey;
 use sluice_sign::jwt::google::ServiceAccount;
 
 /// The `grant_type` of RFC 7523's JWT bearer grant.
@@ -46,6 +47,8 @@ pub(crate) struct Ask<'a> {
     pub(crate) client_id: Option<&'a str>,
     /// The key that signs a `jwt_bearer` assertion.
     pub(crate) service_account: Option<&'a ServiceAccount>,
+    /// A GitHub App's installation and narrowing, and the key that signs its JWT.
+    pub(crate) github: Option<(&'a GithubApp, &'a RsaKey)>,
     pub(crate) client_secret: Option<&'a [u8]>,
     pub(crate) refresh_token: Option<&'a [u8]>,
     pub(crate) scopes: &'a [String],
@@ -62,6 +65,8 @@ pub(crate) struct Issued {
     pub(crate) id_token: Option<Zeroizing<String>>,
     /// Its lifetime (`expires_in`), when the provider said.
     pub(crate) expires_in: Option<Duration>,
+    /// Permissions granted below what was asked (a GitHub App's), by name.
+    pub(crate) narrower: Vec<String>,
 }
 
 impl std::fmt::Debug for Issued {
@@ -164,7 +169,7 @@ type OauthClient = Client<
 
 /// Why sluice's own HTTP leg failed a token request: kept as words, never a body.
 #[derive(Debug, thiserror::Error)]
-enum LegError {
+pub(super) enum LegError {
     /// The exchange failed.
     #[error("{0}")]
     Failed(String),
@@ -178,6 +183,12 @@ pub(crate) async fn mint(upstream: &Upstream, ask: &Ask<'_>) -> Result<Issued, M
     let answer = match ask.grant {
         Grant::RefreshToken | Grant::ClientCredentials => by_oauth2(upstream, ask).await?,
         Grant::JwtBearer => jwt_bearer(upstream, ask).await?,
+        Grant::GithubApp => {
+            let (app, key) = ask
+                .github
+                .ok_or(MintFailure::Unusable("no App key to sign with"))?;
+            return super::github::mint(upstream, ask.token_url, app, key).await;
+        }
     };
     let access_token = Zeroizing::new(answer.access_token().secret().clone());
     if access_token.is_empty() {
@@ -190,6 +201,7 @@ pub(crate) async fn mint(upstream: &Upstream, ask: &Ask<'_>) -> Result<Issued, M
             .map(|r| Zeroizing::new(r.secret().clone())),
         id_token: answer.extra_fields().id_token.clone().map(Zeroizing::new),
         expires_in: answer.expires_in(),
+        narrower: Vec::new(),
     })
 }
 
@@ -240,7 +252,9 @@ async fn by_oauth2(upstream: &Upstream, ask: &Ask<'_>) -> Result<Answer, MintFai
             }
             request.request_async(&http).await
         }
-        Grant::JwtBearer => unreachable!("the jwt_bearer grant is not the oauth2 crate's"),
+        Grant::JwtBearer | Grant::GithubApp => {
+            unreachable!("only the refresh and client-credentials grants are the oauth2 crate's")
+        }
     };
     answered.map_err(failure)
 }
@@ -296,7 +310,7 @@ pub(crate) fn read_answer(status: StatusCode, body: &[u8]) -> Result<Answer, Min
 }
 
 /// The failure a token request's error is, in safe words.
-fn failure(error: RequestTokenError<LegError, BasicErrorResponse>) -> MintFailure {
+pub(super) fn failure(error: RequestTokenError<LegError, BasicErrorResponse>) -> MintFailure {
     match error {
         RequestTokenError::ServerResponse(response) => {
             // The code only: `error_description` and `error_uri` are the provider's prose.
@@ -331,7 +345,7 @@ impl<'c> oauth2::AsyncHttpClient<'c> for Leg {
 }
 
 /// Sends one token request over sluice's upstream leg and reads its answer, bounded.
-async fn send(
+pub(super) async fn send(
     upstream: &Upstream,
     request: oauth2::HttpRequest,
     form: TokenBody,

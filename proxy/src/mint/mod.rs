@@ -22,6 +22,7 @@
 pub(crate) mod answer;
 pub(crate) mod chain;
 pub(crate) mod client;
+mod github;
 mod writeback;
 
 use std::collections::HashMap;
@@ -40,20 +41,27 @@ pub(crate) struct Mints {
 
 impl Mints {
     /// The chain of `minter`: the one the run has, or a new one from `parts` (when the
-    /// secret is new, or a reload changed its endpoint or grant).
+    /// secret is new, or a reload changed its endpoint, grant or narrowing), with the chain
+    /// it replaced (whose token the caller revokes, where its grant revokes tokens).
     pub(crate) fn chain<E>(
         &self,
         minter: &MinterDecl,
         parts: impl FnOnce() -> Result<Parts, E>,
-    ) -> Result<Arc<Chain>, E> {
+    ) -> Result<(Arc<Chain>, Option<Arc<Chain>>), E> {
         let mut chains = self.chains.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(chain) = chains.get(minter.name())
             && chain.serves(minter)
         {
-            return Ok(chain.clone());
+            return Ok((chain.clone(), None));
         }
         let chain = Arc::new(Chain::new(minter, parts()?));
-        chains.insert(minter.name().to_owned(), chain.clone());
-        Ok(chain)
+        let replaced = chains.insert(minter.name().to_owned(), chain.clone());
+        Ok((chain, replaced))
+    }
+
+    /// Every chain of the run, for revoking their tokens when it ends.
+    pub(crate) fn all(&self) -> Vec<Arc<Chain>> {
+        let chains = self.chains.lock().unwrap_or_else(PoisonError::into_inner);
+        chains.values().cloned().collect()
     }
 }

@@ -17,6 +17,7 @@
 //! key holds. The crate's own key type (DER bytes, not zeroized) lives only for one
 //! signature.
 
+pub mod github;
 pub mod google;
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
