@@ -337,3 +337,74 @@ async fn check_previews_the_narrowing_and_a_key_that_cannot_sign_stops_the_run()
         );
     }
 }
+
+/// Under `sluice serve`, a reload that changes the narrowing revokes the token in force and
+/// mints one narrowed anew at the next request; stopping sluice revokes the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_the_narrowing_revokes_the_old_token_and_mints_a_new_one() {
+    use sluice_integration_tests::{Curl, ServeBinary};
+    let f = fixture(KEY).await;
+    let yaml = std::fs::read_to_string(f.path("policy.yaml")).unwrap();
+    let serve = ServeBinary::start(&yaml, &f.pki, &["api.github.test", "github.test"], &[]);
+    let api = format!("https://api.github.test:{}", f.github.port());
+    let get = |repo: &'static str| {
+        let (proxy, auth, url) = (
+            serve.proxy(),
+            format!("Authorization: token {}", serve.placeholder("GH")),
+            format!("{api}/repos/acme/{repo}"),
+        );
+        move || {
+            Curl::new(&proxy.url, &proxy.ca)
+                .args(["-H", &auth])
+                .get(&url)
+                .status
+        }
+    };
+    let status = tokio::task::spawn_blocking(get("website")).await.unwrap();
+    assert_eq!(status, 200, "{}", serve.stderr());
+    let first = f.github.issued();
+    assert_eq!(first.len(), 1);
+
+    // The same run, narrowed to the other repository instead.
+    serve.reload(&yaml.replace("repositories: [website]", "repositories: [secret-plans]"));
+    let status = tokio::task::spawn_blocking(get("secret-plans"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{}", serve.stderr());
+    let status = tokio::task::spawn_blocking(get("website")).await.unwrap();
+    assert_eq!(status, 404, "the old narrowing is gone");
+    let issued = f.github.issued();
+    assert_eq!(issued.len(), 2, "{issued:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while f.github.revoked() != first {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            f.github.revoked()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let asked: Vec<serde_json::Value> = f
+        .github
+        .asked()
+        .iter()
+        .map(|a| a["repositories"].clone())
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            serde_json::json!(["website"]),
+            serde_json::json!(["secret-plans"])
+        ]
+    );
+
+    // Stopping sluice revokes the token in force.
+    let audit = serve.stop().join("\n");
+    assert_eq!(f.github.revoked(), issued);
+    assert_eq!(
+        audit.matches("revoked the github_app token").count(),
+        2,
+        "{audit}"
+    );
+    f.assert_holds_no_value(&audit, "the audit log");
+}
