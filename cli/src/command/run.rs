@@ -6,10 +6,19 @@ use crate::launcher::{LaunchConfig, run as launch};
 
 use super::{RunArgs, load_policy};
 
+/// sluice's own exit status when it cannot launch CMD, as `env` and container runtimes use
+/// it: "the launcher failed, not the command".
+const REFUSED: u8 = 125;
+
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
     super::init_tracing_quiet(args.proxy.log_format);
     let Some(policy) = load_policy(&args.proxy.policy) else {
-        return ExitCode::FAILURE;
+        // The diagnostics are printed above it, each at its file:line:col.
+        eprintln!(
+            "sluice run: error[declaration]: {} does not pass `sluice check`; nothing was started",
+            args.proxy.policy.display()
+        );
+        return ExitCode::from(REFUSED);
     };
     let config = LaunchConfig {
         policy,
@@ -36,14 +45,13 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         }),
     };
     let Some(runtime) = super::runtime("run") else {
-        return ExitCode::FAILURE;
+        return ExitCode::from(REFUSED);
     };
     match runtime.block_on(launch(config)) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("sluice run: {error}");
-            // 125, as `env` and container runtimes use for "the launcher failed, not CMD".
-            ExitCode::from(125)
+            eprintln!("sluice run: error[{}]: {error}", error.code());
+            ExitCode::from(REFUSED)
         }
     }
 }

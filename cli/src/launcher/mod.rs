@@ -140,6 +140,24 @@ pub(crate) enum LaunchError {
     Wait(std::io::Error),
 }
 
+impl LaunchError {
+    /// The stable code its stderr line carries (`sluice run: error[CODE]: ...`), so that a
+    /// wrapper tells a refused launch from CMD's own failure (docs/launcher.md lists them).
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            LaunchError::NoCommand => "no-command",
+            LaunchError::Start(_) => "proxy-not-started",
+            LaunchError::RunDir(_) => "run-dir",
+            LaunchError::NulInValue { .. } => "value-not-in-env",
+            LaunchError::Unserved { .. } => "sink-not-served",
+            LaunchError::ValueInArgv { .. } => "value-in-argv",
+            LaunchError::Jail { .. } => "jail-unavailable",
+            LaunchError::Spawn { .. } => "command-not-started",
+            LaunchError::Wait(_) => "command-lost",
+        }
+    }
+}
+
 /// Runs CMD under sluice and returns the exit code sluice should exit with: CMD's own, or
 /// 128 + the signal that ended it.
 pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {

@@ -1,0 +1,66 @@
+//! `sluice run`'s exit status: the command's own when it ran, 125 with a stable
+//! `error[CODE]` on stderr when sluice refused to launch it (a declaration that fails
+//! `check`, one that cannot be read), so that a wrapper never mistakes one for the other.
+
+use std::process::{Command, Output};
+
+fn run(dir: &std::path::Path, policy: &str, command: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--no-jail", "--policy", policy, "--audit-log"])
+        .arg(dir.join("audit.jsonl"))
+        .arg("--")
+        .args(command)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_refused_launch_exits_125_with_its_code_and_the_commands_status_is_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("typo.yaml"),
+        "version: 1\nsecrets:\n  x:\n    frm: { env: X }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("good.yaml"),
+        "version: 1\negress:\n  allow: [example.test]\n",
+    )
+    .unwrap();
+
+    let typo = run(d, "typo.yaml", &["touch", "started"]);
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert_eq!(typo.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("typo.yaml:4:5: error"), "{stderr}");
+    assert!(
+        stderr.contains("sluice run: error[declaration]"),
+        "{stderr}"
+    );
+
+    let missing = run(d, "/nonexistent/policy.yaml", &["touch", "started"]);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("error[declaration]"), "{stderr}");
+    assert!(
+        !d.join("started").exists(),
+        "a refused launch started the command"
+    );
+    assert!(
+        !d.join("audit.jsonl").exists(),
+        "a refused launch wrote an audit log"
+    );
+
+    let no_program = run(d, "good.yaml", &["/nonexistent/program"]);
+    let stderr = String::from_utf8_lossy(&no_program.stderr);
+    assert_eq!(no_program.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("error[command-not-started]"), "{stderr}");
+
+    for status in [0, 1, 3] {
+        let ran = run(d, "good.yaml", &["sh", "-c", &format!("exit {status}")]);
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert_eq!(ran.status.code(), Some(status), "{stderr}");
+        assert!(!stderr.contains("error["), "{stderr}");
+    }
+}
