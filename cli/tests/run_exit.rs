@@ -64,3 +64,68 @@ fn a_refused_launch_exits_125_with_its_code_and_the_commands_status_is_its_own()
         assert!(!stderr.contains("error["), "{stderr}");
     }
 }
+
+/// A credential-like variable of the operator's shell that no declaration names is withheld
+/// from the command's environment; expanded into argv by the shell, it is refused there too.
+#[test]
+fn a_withheld_credential_expanded_into_argv_refuses_the_launch_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("good.yaml"),
+        "version: 1\negress:\n  allow: [example.test]\n",
+    )
+    .unwrap();
+    let values = [
+        ("OPENAI_API_KEY", "sk-proj-withheldVALUE0123456789abcdef"),
+        ("GITHUB_TOKEN", "ghp_withheldVALUE0123456789abcdefABCDEF"),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYwithheld00",
+        ),
+    ];
+    for (name, value) in values {
+        let launch = |pass: bool| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+            command.args(["run", "--no-jail", "--policy", "good.yaml", "--audit-log"]);
+            command.arg(d.join("audit.jsonl"));
+            if pass {
+                command.args(["--pass-env", name]);
+            }
+            command
+                .args(["--", "sh", "-c", &format!("touch started; echo {value}")])
+                .current_dir(d)
+                .env(name, value)
+                .output()
+                .unwrap()
+        };
+        let out = launch(false);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(125), "{name}: {stderr}");
+        assert!(
+            stderr.contains("error[withheld-value-in-argv]") && stderr.contains(name),
+            "{stderr}"
+        );
+        assert!(stderr.contains("argument 2"), "{stderr}");
+        assert!(
+            !stdout.contains(value) && !stderr.contains(value),
+            "{stdout}{stderr}"
+        );
+        assert!(!d.join("started").exists(), "{name}: the command ran");
+        assert!(!d.join("audit.jsonl").exists(), "{name}: the proxy started");
+
+        // Passed on purpose, it goes through.
+        let out = launch(true);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::remove_file(d.join("started")).unwrap();
+        let _ = std::fs::remove_file(d.join("audit.jsonl"));
+    }
+}

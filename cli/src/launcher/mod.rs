@@ -33,7 +33,7 @@ use child::{Launched, Spawned, What};
 use environment::{environment, say_withheld};
 use jail::{Inside, Jail, Launch, Line};
 use output::audit_redactions;
-use refuse::{refuse_unserved, refuse_values_in_argv};
+use refuse::{refuse_unserved, refuse_values_in_argv, refuse_withheld_in_argv};
 use trust::Trust;
 
 /// Signals passed on to the child. SIGINT is not among them: from a terminal it already
@@ -119,6 +119,15 @@ pub(crate) enum LaunchError {
         /// Each such argument's index (the program is 0) and secret, as a sentence.
         arguments: String,
     },
+    /// An argument of CMD holds the value of a variable withheld from CMD's environment: the
+    /// operator's shell expanded it, and CMD would get in argv what its environment lacks.
+    #[error(
+        "{arguments}: the shell expanded the variable before sluice saw it; quote it in single quotes (e.g. '$OPENAI_API_KEY'), declare it as a secret so the command gets a placeholder, or pass it on purpose with --pass-env NAME"
+    )]
+    WithheldInArgv {
+        /// Each such argument's index (the program is 0) and variable, as a sentence.
+        arguments: String,
+    },
     /// The jail could not be made: the command does not run outside it unasked.
     #[error(
         "cannot make the jail: {why}; run with --no-jail to run the command in this machine's network instead (the egress policy is then advisory)"
@@ -151,6 +160,7 @@ impl LaunchError {
             LaunchError::NulInValue { .. } => "value-not-in-env",
             LaunchError::Unserved { .. } => "sink-not-served",
             LaunchError::ValueInArgv { .. } => "value-in-argv",
+            LaunchError::WithheldInArgv { .. } => "withheld-value-in-argv",
             LaunchError::Jail { .. } => "jail-unavailable",
             LaunchError::Spawn { .. } => "command-not-started",
             LaunchError::Wait(_) => "command-lost",
@@ -174,6 +184,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     refuse_values_in_argv(&config.policy, &probe, &config.command)?;
     let (_, withheld) = environment(&config.policy, &probe, &config.pass_env, config.clear_env);
     drop(probe);
+    refuse_withheld_in_argv(&withheld, &config.command)?;
     close_own_memory(config.jail);
     let run_dir = tempfile::Builder::new()
         .prefix("sluice-run-")

@@ -1,11 +1,13 @@
 //! The launches refused before anything starts: a secret whose sinks this launcher cannot
-//! serve, and a real value in CMD's argv. Both name the secret (and the argument's index),
-//! never a value; neither starts the proxy or the command.
+//! serve, a real value in CMD's argv, and the value of a variable withheld from CMD in its
+//! argv. Each names the secret or variable (and the argument's index), never a value; none
+//! starts the proxy or the command.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
 use sluice_guard::Guard;
+use sluice_policies::credentials::Suspicion;
 use sluice_policies::{Policy, Sink};
 
 use super::LaunchError;
@@ -54,6 +56,49 @@ pub(super) fn refuse_values_in_argv(
         Ok(())
     } else {
         Err(LaunchError::ValueInArgv {
+            arguments: found.join("; "),
+        })
+    }
+}
+
+/// The shortest withheld value looked for in argv: shorter ones (`1`, `true`, a port) would
+/// match arguments that merely contain them.
+const MIN_WITHHELD_LEN: usize = 8;
+
+/// Refuses a command whose argv holds the value of a variable withheld from its environment
+/// (a credential-like variable of the operator's shell that no declaration names): withheld
+/// from the environment, it must not arrive in argv instead. `--pass-env NAME` passes it on
+/// purpose (it is then not withheld).
+pub(super) fn refuse_withheld_in_argv(
+    withheld: &[(OsString, Suspicion)],
+    argv: &[OsString],
+) -> Result<(), LaunchError> {
+    let mut found = Vec::new();
+    for (name, _) in withheld {
+        let Some(value) = std::env::var_os(name) else {
+            continue;
+        };
+        let value = value.as_bytes();
+        if value.len() < MIN_WITHHELD_LEN {
+            continue;
+        }
+        for (index, argument) in argv.iter().enumerate() {
+            let holds = argument
+                .as_bytes()
+                .windows(value.len())
+                .any(|window| window == value);
+            if holds {
+                found.push(format!(
+                    "argument {index} of the command (the program is 0) holds the value of {}, which is withheld from the command",
+                    name.to_string_lossy()
+                ));
+            }
+        }
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(LaunchError::WithheldInArgv {
             arguments: found.join("; "),
         })
     }
