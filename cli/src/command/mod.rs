@@ -119,6 +119,11 @@ pub(crate) struct RunArgs {
     /// only way out.
     #[arg(long)]
     pub(crate) no_jail: bool,
+    /// Print everything `run` decides before it starts the command (each variable it would
+    /// get, files, grants by sink, the jail), and start nothing; exit as `run` would refuse,
+    /// or 0. Never prints a value.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
     /// The command and its arguments, after `--`; passed as given, never through a shell.
     #[arg(last = true, required = true, num_args = 1..)]
     pub(crate) command: Vec<std::ffi::OsString>,

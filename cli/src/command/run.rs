@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use crate::launcher::{LaunchConfig, run as launch};
+use crate::launcher::{LaunchConfig, dry_run, run as launch};
 
 use super::{RunArgs, load_policy};
 
@@ -44,6 +44,18 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             (addr, file)
         }),
     };
+    if args.dry_run {
+        return match dry_run(&config) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("sluice run: error[{}]: {error}", error.code());
+                ExitCode::from(REFUSED)
+            }
+        };
+    }
     let Some(runtime) = super::runtime("run") else {
         return ExitCode::from(REFUSED);
     };

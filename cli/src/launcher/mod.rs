@@ -9,6 +9,7 @@
 //! argv, or leave the run directory behind.
 
 mod child;
+mod dry_run;
 mod environment;
 pub(crate) mod jail;
 mod output;
@@ -30,6 +31,7 @@ use sluice_policies::{Policy, Sink, placeholder_name};
 use sluice_proxy::{Proxy, ProxyConfig, StartError, start};
 
 use child::{Launched, Spawned, What};
+pub(crate) use dry_run::describe as dry_run;
 use environment::{environment, say_withheld};
 use jail::{Inside, Jail, Launch, Line};
 use output::audit_redactions;
