@@ -34,7 +34,7 @@
 //! # let dir = std::env::temp_dir().join(format!("sluice-audit-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
-//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default() };
+//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default(), settings: Default::default() };
 //! let log = AuditLog::open(&path, "run-1", start)?;
 //! log.record(
 //!     Event::new(EventKind::Swap)
@@ -95,6 +95,11 @@ pub struct StartInfo {
     /// Each secret's placeholder form at start (`plain`, `fixed`, `shaped ghp_`, `shaped`):
     /// words and public prefixes, never a placeholder or a value. Empty writes nothing.
     pub placeholders: std::collections::BTreeMap<String, String>,
+    /// How the run was started, where it matters to a reviewer (the jail, `--pass-env`,
+    /// `--clear-env`, `--resolve`, `--upstream-ca`, `--watch`, the command's argv): setting
+    /// → what it was. Names and words, never a value (through the redactor like every
+    /// free-text field). Empty writes nothing.
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 /// A redaction the log applies to every free-text field of every event before it is
@@ -361,6 +366,8 @@ pub(crate) struct Line {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) placeholders: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) settings: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) counts: Option<Counts>,
     /// On a `start` appended to an existing log: the SHA-256 of the line before it, so that
     /// the runs of one file chain too.
@@ -393,6 +400,7 @@ impl Line {
             ca_sha256: None,
             withheld: None,
             placeholders: None,
+            settings: None,
             counts: None,
             follows: None,
             segment: None,

@@ -248,6 +248,7 @@ pub(crate) mod tests {
             ca_sha256: "cd".repeat(32),
             withheld: Vec::new(),
             placeholders: Default::default(),
+            settings: Default::default(),
         }
     }
 
@@ -529,6 +530,7 @@ mod tiny_age {
             ca_sha256: "cd".repeat(32),
             withheld: Vec::new(),
             placeholders: Default::default(),
+            settings: Default::default(),
         };
         let rotation = Rotation {
             max_bytes: None,

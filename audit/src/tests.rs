@@ -41,6 +41,7 @@ fn start_info() -> StartInfo {
         ca_sha256: "b2".repeat(32),
         withheld: Vec::new(),
         placeholders: Default::default(),
+        settings: Default::default(),
     }
 }
 
@@ -302,6 +303,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
         ca_sha256: "b2".repeat(32),
         withheld: Vec::new(),
         placeholders: Default::default(),
+        settings: Default::default(),
     };
     let err = AuditLog::open(&path, "run-1", bad).unwrap_err();
     assert!(matches!(
@@ -317,6 +319,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
         ca_sha256: "b2".repeat(32),
         withheld: Vec::new(),
         placeholders: Default::default(),
+        settings: Default::default(),
     };
     assert!(AuditLog::open(&path, "run-1", upper).is_err());
     assert!(!path.exists(), "nothing is created for refused arguments");

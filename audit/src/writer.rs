@@ -243,12 +243,21 @@ impl AuditLog {
                 None => names.map(|name| cap(name, 200)).collect(),
             });
         }
+        // Names and words; through the redactor like every free-text field.
+        let redact = |text: String| match &redactor {
+            Some(redact) => redact(cap(text, 200)),
+            None => cap(text, 200),
+        };
+        if !start.settings.is_empty() {
+            line.settings = Some(
+                start
+                    .settings
+                    .into_iter()
+                    .map(|(setting, value)| (redact(setting), redact(value)))
+                    .collect(),
+            );
+        }
         if !start.placeholders.is_empty() {
-            // Secret names and form words; through the redactor like every free-text field.
-            let redact = |text: String| match &redactor {
-                Some(redact) => redact(cap(text, 200)),
-                None => cap(text, 200),
-            };
             line.placeholders = Some(
                 start
                     .placeholders

@@ -47,6 +47,7 @@ fn write_run(path: &Path) {
         ca_sha256: "e1".repeat(32),
         withheld: Vec::new(),
         placeholders: Default::default(),
+        settings: Default::default(),
     };
     let log = AuditLog::open(path, "cli-run", start).unwrap();
     for _ in 0..2 {

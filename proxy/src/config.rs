@@ -101,6 +101,9 @@ pub struct ProxyConfig {
     /// The inherited variables the launcher withholds from its command, for the `start`
     /// audit event (names only).
     pub withheld_env: Vec<String>,
+    /// How the run was started, for the `start` audit event: setting → what it was (the
+    /// launcher's jail, `--pass-env`, `--clear-env`, ...). Never a value.
+    pub start_settings: std::collections::BTreeMap<String, String>,
     /// A listener made elsewhere (the jail's, inside its network namespace) to serve the
     /// proxy on instead of binding [`ProxyConfig::listen`].
     pub listener: Option<std::net::TcpListener>,
@@ -130,6 +133,7 @@ impl ProxyConfig {
             timeouts: Timeouts::default(),
             workers: 0,
             withheld_env: Vec::new(),
+            start_settings: std::collections::BTreeMap::new(),
             listener: None,
             transparent: None,
             dns: None,

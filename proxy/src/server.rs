@@ -173,6 +173,7 @@ pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
             policy_sha256: declared.policy.sha256_hex().to_owned(),
             ca_sha256: ca.fingerprint_sha256(),
             withheld: config.withheld_env,
+            settings: config.start_settings,
             // Which form each secret's placeholder took (words, never a placeholder).
             placeholders: declared
                 .policy

@@ -108,6 +108,10 @@ fn visible(mut report: Report) -> Report {
             ] {
                 fix(s);
             }
+            for (setting, value) in &mut run.settings {
+                fix(setting);
+                fix(value);
+            }
         }
     }
     for flow in &mut report.flows {

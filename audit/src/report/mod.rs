@@ -14,7 +14,7 @@
 //! # let dir = std::env::temp_dir().join(format!("sluice-report-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
-//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default() };
+//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default(), settings: Default::default() };
 //! let log = AuditLog::open(&path, "run-1", start)?;
 //! log.record(Event::new(EventKind::Swap).secret("github_token").host("api.github.com"))?;
 //! log.close()?;
@@ -142,6 +142,9 @@ pub struct RunReport {
     pub segments: u64,
     /// Per-kind tallies.
     pub counts: Counts,
+    /// How it was started (`start`'s `settings`: the jail, `--pass-env`, the argv, ...),
+    /// in the log's order.
+    pub settings: Vec<(String, String)>,
 }
 
 /// Counts over the whole report.
@@ -329,6 +332,12 @@ impl Tally {
                 policy_sha256: line.policy_sha256.clone().unwrap_or_default(),
                 ca_sha256: line.ca_sha256.clone().unwrap_or_default(),
                 started: line.ts.clone(),
+                settings: line
+                    .settings
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
                 ..RunReport::default()
             });
             self.withheld

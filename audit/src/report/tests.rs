@@ -13,6 +13,7 @@ fn start(withheld: &[&str]) -> StartInfo {
         ca_sha256: "cd".repeat(32),
         withheld: withheld.iter().map(|s| (*s).to_owned()).collect(),
         placeholders: Default::default(),
+        settings: Default::default(),
     }
 }
 

@@ -170,6 +170,63 @@ impl LaunchError {
     }
 }
 
+/// How this run was started, for the `start` audit event: every setting that widens or
+/// narrows what the command gets (the jail, `--pass-env`, `--clear-env`, `--resolve`,
+/// `--upstream-ca`, `--watch`, `--admin`) and the command's argv (which held no known value
+/// and no withheld one, or the launch was refused). Only what was set is written; the jail
+/// always.
+fn start_settings(config: &LaunchConfig) -> BTreeMap<String, String> {
+    let mut settings = BTreeMap::new();
+    let jail = if config.jail {
+        "on"
+    } else {
+        "off (--no-jail): the egress policy was advisory"
+    };
+    settings.insert("jail".to_owned(), jail.to_owned());
+    let joined = |items: Vec<String>| items.join(", ");
+    if !config.pass_env.is_empty() {
+        let names = config
+            .pass_env
+            .iter()
+            .map(|n| n.to_string_lossy().into_owned());
+        settings.insert("pass_env".to_owned(), joined(names.collect()));
+    }
+    if config.clear_env {
+        settings.insert("clear_env".to_owned(), "on".to_owned());
+    }
+    if !config.resolve.is_empty() {
+        let pins = config
+            .resolve
+            .iter()
+            .map(|(host, ip)| format!("{host}={ip}"));
+        settings.insert("resolve".to_owned(), joined(pins.collect()));
+    }
+    if !config.upstream_ca.is_empty() {
+        let files = config.upstream_ca.iter().map(|p| p.display().to_string());
+        settings.insert("upstream_ca".to_owned(), joined(files.collect()));
+    }
+    if config.watch_files {
+        settings.insert("watch".to_owned(), "on".to_owned());
+    }
+    if let Some((addr, _)) = &config.admin {
+        settings.insert("admin".to_owned(), addr.to_string());
+    }
+    let argv: Vec<String> = config
+        .command
+        .iter()
+        .map(|arg| {
+            let arg = arg.to_string_lossy();
+            if arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || c == '\'') {
+                format!("'{}'", arg.replace('\'', "'\\''"))
+            } else {
+                arg.into_owned()
+            }
+        })
+        .collect();
+    settings.insert("argv".to_owned(), argv.join(" "));
+    settings
+}
+
 /// Runs CMD under sluice and returns the exit code sluice should exit with: CMD's own, or
 /// 128 + the signal that ended it.
 pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
@@ -193,7 +250,9 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         .tempdir()
         .map_err(LaunchError::RunDir)?;
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let settings = start_settings(&config);
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
+    proxy_config.start_settings = settings;
     proxy_config.withheld_env = withheld
         .iter()
         .map(|(name, _)| name.to_string_lossy().into_owned())
