@@ -315,6 +315,10 @@ impl SecretDecl {
                 line.push_str(&format!("; pinned to {} key{plural}", self.pins.len()));
             }
         }
+        // Both granted: the launcher hands the value over one way, in the variable.
+        if self.grants(Sink::Command) && self.grants(Sink::File) {
+            line.push_str("; `sluice run` serves command (the value in the variable), not file");
+        }
         line
     }
 

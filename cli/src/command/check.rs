@@ -162,7 +162,7 @@ fn or_none(text: &str) -> &str {
 }
 
 /// Everything, as one JSON object: `file`, `ok`, `diagnostics` (each with `severity`,
-/// `line`, `column`, `path`, `message`, `help`), and for a valid declaration `secrets`
+/// `code`, `line`, `column`, `path`, `message`, `help`), and for a valid declaration `secrets`
 /// (each with `name`, `grants`, `sinks`, `hosts`, `in`, `header`, `source`) and
 /// `reachable` (`allow`, `verbatim`, `passthrough`) and `policy_sha256` (the fingerprint the
 /// audit log records).
@@ -170,6 +170,7 @@ fn as_json(file: &str, diagnostics: &Diagnostics, policy: Option<&Policy>) -> Va
     let diagnostic = |d: &Diagnostic| {
         json!({
             "severity": d.severity().to_string(),
+            "code": d.problem.code(),
             "line": d.line,
             "column": d.column,
             "path": d.path,

@@ -37,6 +37,19 @@ pub enum BudgetProblem {
 }
 
 impl BudgetProblem {
+    /// Its stable code (`budget-...`): see [`crate::Problem::code`].
+    pub fn code(&self) -> &'static str {
+        match self {
+            BudgetProblem::Incomplete { .. } => "budget-incomplete",
+            BudgetProblem::NoRequests => "budget-no-requests",
+            BudgetProblem::BadDuration { .. } => "budget-bad-duration",
+            BudgetProblem::WindowOutOfRange { .. } => "budget-window-out-of-range",
+            BudgetProblem::OnSigningSecret { .. } => "budget-on-signing-secret",
+        }
+    }
+}
+
+impl BudgetProblem {
     /// How to fix it, in one line.
     pub fn help(&self) -> String {
         match self {

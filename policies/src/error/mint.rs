@@ -148,6 +148,30 @@ pub enum MintProblem {
 }
 
 impl MintProblem {
+    /// Its stable code (`mint-...`): see [`crate::Problem::code`].
+    pub fn code(&self) -> &'static str {
+        match self {
+            MintProblem::AlsoSourced { .. } => "mint-also-sourced",
+            MintProblem::AlsoSigns { .. } => "mint-also-signs",
+            MintProblem::UnknownGrant { .. } => "mint-unknown-grant",
+            MintProblem::TokenUrl { .. } => "mint-token-url",
+            MintProblem::Missing { .. } => "mint-missing",
+            MintProblem::Unused { .. } => "mint-unused",
+            MintProblem::Sinks { .. } => "mint-sinks",
+            MintProblem::Body { .. } => "mint-body",
+            MintProblem::TwoMinters { .. } => "mint-two-minters",
+            MintProblem::AppMissing { .. } => "mint-app-missing",
+            MintProblem::AppEmpty { .. } => "mint-app-empty",
+            MintProblem::AppLevel { .. } => "mint-app-level",
+            MintProblem::AppPermission { .. } => "mint-app-permission",
+            MintProblem::AppRepository { .. } => "mint-app-repository",
+            MintProblem::AppApi { .. } => "mint-app-api",
+            MintProblem::RefreshTokenLost { .. } => "mint-refresh-token-lost",
+        }
+    }
+}
+
+impl MintProblem {
     /// How to fix it, in one line.
     pub fn help(&self) -> String {
         match self {

@@ -32,6 +32,18 @@ pub enum PinProblem {
 }
 
 impl PinProblem {
+    /// Its stable code (`pin-...`): see [`crate::Problem::code`].
+    pub fn code(&self) -> &'static str {
+        match self {
+            PinProblem::Empty => "pin-empty",
+            PinProblem::Prefix { .. } => "pin-prefix",
+            PinProblem::Hash { .. } => "pin-hash",
+            PinProblem::OnSigningSecret { .. } => "pin-on-signing-secret",
+        }
+    }
+}
+
+impl PinProblem {
     /// How to fix it, in one line.
     pub fn help(&self) -> String {
         match self {

@@ -100,6 +100,27 @@ pub enum RuleProblem {
 }
 
 impl RuleProblem {
+    /// Its stable code (`rule-...`): see [`crate::Problem::code`].
+    pub fn code(&self) -> &'static str {
+        match self {
+            RuleProblem::EmptyAllow { .. } => "rule-empty-allow",
+            RuleProblem::EmptyRule => "rule-empty-rule",
+            RuleProblem::EmptyList { .. } => "rule-empty-list",
+            RuleProblem::BadMethod { .. } => "rule-bad-method",
+            RuleProblem::LowercaseMethod { .. } => "rule-lowercase-method",
+            RuleProblem::ConnectMethod => "rule-connect-method",
+            RuleProblem::PathNotAbsolute { .. } => "rule-path-not-absolute",
+            RuleProblem::PathWithQuery { .. } => "rule-path-with-query",
+            RuleProblem::PathNotVisible { .. } => "rule-path-not-visible",
+            RuleProblem::NeverNormal { .. } => "rule-never-normal",
+            RuleProblem::PartialWildcard { .. } => "rule-partial-wildcard",
+            RuleProblem::TwoDoubleStars { .. } => "rule-two-double-stars",
+            RuleProblem::OnSigningSecret { .. } => "rule-on-signing-secret",
+        }
+    }
+}
+
+impl RuleProblem {
     /// How to fix it, in one line.
     pub fn help(&self) -> String {
         match self {

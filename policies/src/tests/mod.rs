@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::*;
 
 mod budget;
+mod codes;
 mod github;
 mod minted;
 mod pin;

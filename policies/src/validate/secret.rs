@@ -50,10 +50,22 @@ pub(super) fn secret_decl(
         }
     }
 
-    // sinks
+    // sinks. One mistake, one diagnostic: `sinks:` written empty is already an error (the
+    // empty-keys pass), so it is not also "no sinks"; an unknown sink leaves the sinks
+    // unknown, so the keys that need egress are not also reported.
+    let mut sinks_unknown = false;
     let sinks = match &s.sinks {
         None => {
-            cx.at(name, base.clone(), Problem::NoSinks { secret: n.clone() });
+            let path = format!("{base}.sinks");
+            let written_empty = cx
+                .out
+                .iter()
+                .any(|d| d.path == path && matches!(d.problem, Problem::NoValue { .. }));
+            if written_empty {
+                sinks_unknown = true;
+            } else {
+                cx.at(name, base.clone(), Problem::NoSinks { secret: n.clone() });
+            }
             vec![Sink::Egress]
         }
         Some(list) => {
@@ -62,13 +74,16 @@ pub(super) fn secret_decl(
                 match Sink::from_name(&entry.value) {
                     Some(sink) if !sinks.contains(&sink) => sinks.push(sink),
                     Some(_) => {}
-                    None => cx.at(
-                        entry,
-                        format!("{base}.sinks[{i}]"),
-                        Problem::UnknownSink {
-                            found: entry.value.clone(),
-                        },
-                    ),
+                    None => {
+                        sinks_unknown = true;
+                        cx.at(
+                            entry,
+                            format!("{base}.sinks[{i}]"),
+                            Problem::UnknownSink {
+                                found: entry.value.clone(),
+                            },
+                        );
+                    }
                 }
             }
             if !sinks.is_empty() && !sinks.iter().any(|sink| Sink::LAUNCHER.contains(sink)) {
@@ -93,7 +108,7 @@ pub(super) fn secret_decl(
     // key that sinks make meaningless.
     let minted = s.oauth2.is_some() || s.github_app.is_some();
     let minted_elsewhere = minted && !sinks.is_empty();
-    if !egress && !minted_elsewhere {
+    if !egress && !minted_elsewhere && !sinks_unknown {
         let keys = [
             ("hosts", s.hosts.as_ref()),
             ("in", s.locations.as_ref()),
