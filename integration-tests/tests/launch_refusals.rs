@@ -126,13 +126,37 @@ fn check_warns_of_a_secret_only_a_host_engine_serves_and_still_passes() {
 }
 
 #[test]
-fn serve_warns_at_start_of_a_secret_only_a_host_engine_serves() {
+fn serve_refuses_a_secret_nothing_would_serve_and_names_the_admin_endpoint_that_would() {
     let dir = tempfile::tempdir().unwrap();
     let policy = declaration(dir.path(), HOST_ENGINE_ONLY);
-    let mut serve = Command::new(sluice_bin())
+    // Without an admin endpoint nothing would serve them: refused, nothing started.
+    let out = Command::new(sluice_bin())
         .args(["serve", "--policy"])
         .arg(&policy)
         .args(["--listen", "127.0.0.1:0", "--run-dir"])
+        .arg(dir.path().join("refused"))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for said in [
+        "error: secret chat_key asks for prompt, agent; secret tool_key asks for params",
+        "no admin endpoint",
+    ] {
+        assert!(stderr.contains(said), "{said:?} not in {stderr}");
+    }
+    assert!(!dir.path().join("refused/proxy-url").exists());
+    // With one, each is named with the endpoint a host engine serves it from.
+    let mut serve = Command::new(sluice_bin())
+        .args(["serve", "--policy"])
+        .arg(&policy)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--run-dir",
+        ])
         .arg(dir.path().join("run"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -149,7 +173,7 @@ fn serve_warns_at_start_of_a_secret_only_a_host_engine_serves() {
     for said in [
         "warning: secret chat_key asks for prompt, agent",
         "warning: secret tool_key asks for params",
-        "no admin endpoint",
+        "from the admin endpoint at 127.0.0.1:",
     ] {
         assert!(stderr.contains(said), "{said:?} not in {stderr}");
     }

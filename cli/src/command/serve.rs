@@ -23,8 +23,8 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };
-    if args.proxy.admin.is_none() {
-        warn_host_engine_only(&policy);
+    if !unserved_said(&policy, args.proxy.admin) {
+        return ExitCode::FAILURE;
     }
     if let Err(error) = prepare_run_dir(&args.run_dir) {
         eprintln!(
@@ -93,19 +93,38 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     })
 }
 
-/// Says at start which secrets only a host engine can serve (`prompt`, `agent`, `params`)
-/// when no admin endpoint is on: this proxy swaps `egress` only, and a host engine could
-/// read their placeholders (`GET /v1/secrets`) and redact with its guard (`POST /v1/redact`)
-/// only there, so without one they are only redacted here.
-fn warn_host_engine_only(policy: &sluice_policies::Policy) {
-    for decl in policy.secrets() {
-        if decl.unserved_by(&[sluice_policies::Sink::Egress]) {
+/// Secrets granted only sinks this proxy does not serve (it swaps `egress`; `command` and
+/// `file` are a launcher's, `prompt`, `agent` and `params` a host engine's): with an admin
+/// endpoint, a host engine reads their placeholders there (`GET /v1/secrets`) and redacts
+/// with the guard (`POST /v1/redact`), so each is named with the endpoint (a warning);
+/// without one nothing would ever serve them, so the start is refused, naming each. `false`
+/// when refused.
+fn unserved_said(policy: &sluice_policies::Policy, admin: Option<std::net::SocketAddr>) -> bool {
+    let unserved: Vec<String> = policy
+        .secrets()
+        .iter()
+        .filter(|decl| decl.unserved_by(&[sluice_policies::Sink::Egress]))
+        .map(|decl| {
             let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
+            format!("secret {} asks for {}", decl.name(), sinks.join(", "))
+        })
+        .collect();
+    match admin {
+        _ if unserved.is_empty() => true,
+        Some(addr) => {
+            for secret in &unserved {
+                eprintln!(
+                    "sluice serve: warning: {secret}, which this proxy does not serve (it swaps egress only); a host engine serves it from the admin endpoint at {addr} (GET /v1/secrets, POST /v1/redact)"
+                );
+            }
+            true
+        }
+        None => {
             eprintln!(
-                "sluice serve: warning: secret {} asks for {}, which this proxy does not serve and no admin endpoint is on for a host engine to serve (--admin); it is only redacted here",
-                decl.name(),
-                sinks.join(", ")
+                "sluice serve: error: {}: this proxy swaps egress only, and no admin endpoint is on for a host engine to serve them; grant egress, write `sinks: []` for redact-only, run the command under `sluice run` (command, file), or start with --admin ADDR for a host engine",
+                unserved.join("; ")
             );
+            false
         }
     }
 }
