@@ -129,3 +129,52 @@ fn a_withheld_credential_expanded_into_argv_refuses_the_launch_naming_the_variab
         let _ = std::fs::remove_file(d.join("audit.jsonl"));
     }
 }
+
+/// Under `--watch`, a reload that grants the command what it could only get at start (a
+/// new `command` or `file` grant), or a sink the launcher never serves, is refused and
+/// audited like any bad reload; the run goes on under the declaration in force.
+#[test]
+fn a_reload_asking_for_what_the_running_command_cannot_get_is_refused_and_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let start = "version: 1\negress:\n  allow: [example.test]\n";
+    std::fs::write(d.join("p.yaml"), start).unwrap();
+    std::fs::write(d.join("v"), "a-value-for-the-command-0001").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "run",
+            "--no-jail",
+            "--watch",
+            "--policy",
+            "p.yaml",
+            "--audit-log",
+            "audit.jsonl",
+        ])
+        .args(["--", "sh", "-c", "sleep 4; echo $LATE"])
+        .current_dir(d)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let late = format!("{start}secrets:\n  late:\n    from: {{ file: v }}\n    sinks: [command]\n");
+    std::fs::write(d.join("p.yaml"), late).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("a-value-for-the-command"), "{stdout}");
+    let audit = std::fs::read_to_string(d.join("audit.jsonl")).unwrap();
+    let reload = audit
+        .lines()
+        .find(|l| l.contains("\"event\":\"reload\""))
+        .unwrap_or_else(|| panic!("no reload event: {audit}"));
+    assert!(
+        reload.contains("secret late is newly granted command"),
+        "{reload}"
+    );
+    assert!(!audit.contains("a-value-for-the-command"), "{audit}");
+}

@@ -101,6 +101,10 @@ pub struct ProxyConfig {
     /// The inherited variables the launcher withholds from its command, for the `start`
     /// audit event (names only).
     pub withheld_env: Vec<String>,
+    /// What a reloaded declaration may not ask for, given how the proxy was started (a
+    /// launcher's command already holds its environment): `Err` refuses the reload with its
+    /// words. None: every declaration `check` passes is put in force.
+    pub reload_gate: Option<ReloadGate>,
     /// How the run was started, for the `start` audit event: setting → what it was (the
     /// launcher's jail, `--pass-env`, `--clear-env`, ...). Never a value.
     pub start_settings: std::collections::BTreeMap<String, String>,
@@ -134,6 +138,7 @@ impl ProxyConfig {
             workers: 0,
             withheld_env: Vec::new(),
             start_settings: std::collections::BTreeMap::new(),
+            reload_gate: None,
             listener: None,
             transparent: None,
             dns: None,
@@ -145,3 +150,7 @@ impl ProxyConfig {
 pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
+
+/// A check of a reloaded declaration before it is built ([`ProxyConfig::reload_gate`]).
+pub type ReloadGate =
+    std::sync::Arc<dyn Fn(&sluice_policies::Policy) -> Result<(), String> + Send + Sync>;

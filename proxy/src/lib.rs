@@ -83,7 +83,7 @@ mod upstream;
 #[cfg(test)]
 mod testing;
 
-pub use config::{Limits, ProxyConfig, default_workers};
+pub use config::{Limits, ProxyConfig, ReloadGate, default_workers};
 
 pub use ops::admin::USER as ADMIN_USER;
 pub use server::{GuardInForce, Proxy, ReloadError, StartError, start};

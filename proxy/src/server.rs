@@ -110,10 +110,12 @@ enum Accepting {
 }
 
 /// Starts a proxy: resolves secrets, mints the CA, opens the audit log, binds, accepts.
-pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
+pub async fn start(mut config: ProxyConfig) -> Result<Proxy, StartError> {
     let run_id = random_hex(8)?;
     // Each source is read once: the guard takes every value, the signers their parts.
-    let live = Arc::new(Live::start(config.policy, config.policy_path.clone())?);
+    let mut live = Live::start(config.policy, config.policy_path.clone())?;
+    live.gate = config.reload_gate.take();
+    let live = Arc::new(live);
     let declared = live.current();
     let permitted = crate::generation::reload::ca_patterns(&declared.policy);
     let ca = Arc::new(RunCa::mint(CaConfig::new(run_id.clone(), permitted))?);

@@ -44,6 +44,25 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     config.resolve = args.proxy.pins();
     config.policy_path = Some(args.proxy.policy.clone());
     config.admin = args.proxy.admin;
+    // A reload may not bring a secret nothing would serve, as the start may not.
+    if args.proxy.admin.is_none() {
+        config.reload_gate = Some(std::sync::Arc::new(|next: &sluice_policies::Policy| {
+            let unserved: Vec<&str> = next
+                .secrets()
+                .iter()
+                .filter(|decl| decl.unserved_by(&[sluice_policies::Sink::Egress]))
+                .map(|decl| decl.name())
+                .collect();
+            if unserved.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "secrets {} ask only for sinks this proxy does not serve, and no admin endpoint is on for a host engine to serve them",
+                    unserved.join(", ")
+                ))
+            }
+        }));
+    }
     config.limits = args.limits.limits();
     config.watch_files = !args.no_watch;
     if let Some(address) = args.transparent {

@@ -170,6 +170,55 @@ impl LaunchError {
     }
 }
 
+/// What a reload under `sluice run --watch` (or `POST /reload`) may not ask for: a sink the
+/// launcher never serves (`prompt`, `agent`, `params` alone), or a `command` or `file` grant
+/// the command did not get at start (its environment and files were made then; a grant
+/// added later would be a grant in the declaration that nothing serves). Refused like any
+/// bad reload: the generation in force stays, and the `reload` event says why.
+fn reload_gate(started: &Policy) -> sluice_proxy::ReloadGate {
+    let handed: BTreeMap<String, (bool, bool)> = started
+        .secrets()
+        .iter()
+        .map(|decl| {
+            let name = decl.name();
+            let command = started.may_sink(name, Sink::Command).is_ok();
+            let file = started.may_sink(name, Sink::File).is_ok();
+            (name.to_owned(), (command, file))
+        })
+        .collect();
+    std::sync::Arc::new(move |next: &Policy| {
+        let mut problems = Vec::new();
+        for decl in next.secrets() {
+            let name = decl.name();
+            if decl.unserved_by(&Sink::LAUNCHER) {
+                let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
+                problems.push(format!(
+                    "secret {name} asks for {}, which `sluice run` never serves",
+                    sinks.join(", ")
+                ));
+                continue;
+            }
+            let (had_command, had_file) = handed.get(name).copied().unwrap_or_default();
+            for (sink, had) in [(Sink::Command, had_command), (Sink::File, had_file)] {
+                if !had && next.may_sink(name, sink).is_ok() {
+                    problems.push(format!(
+                        "secret {name} is newly granted {}, which the command could only get when it started",
+                        sink.as_str()
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: restart `sluice run` to give the command these",
+                problems.join("; ")
+            ))
+        }
+    })
+}
+
 /// How this run was started, for the `start` audit event: every setting that widens or
 /// narrows what the command gets (the jail, `--pass-env`, `--clear-env`, `--resolve`,
 /// `--upstream-ca`, `--watch`, `--admin`) and the command's argv (which held no known value
@@ -251,8 +300,10 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         .map_err(LaunchError::RunDir)?;
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
     let settings = start_settings(&config);
+    let gate = reload_gate(&config.policy);
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
     proxy_config.start_settings = settings;
+    proxy_config.reload_gate = Some(gate);
     proxy_config.withheld_env = withheld
         .iter()
         .map(|(name, _)| name.to_string_lossy().into_owned())

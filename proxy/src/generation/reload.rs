@@ -80,6 +80,9 @@ pub enum ReloadError {
     /// A minted secret's key file cannot sign (it names what is wrong, never a value).
     #[error("{0}")]
     MintKey(String),
+    /// The new declaration asks for what this run cannot serve (its words say what).
+    #[error("{0}")]
+    Unserved(String),
     /// No randomness for a new secret's placeholder.
     #[error("{0}")]
     Random(#[from] sluice_policies::MintError),
@@ -154,6 +157,9 @@ pub(crate) struct Live {
     path: Option<PathBuf>,
     /// The generation in force, for whoever follows reloads (the run directory's files).
     announce: tokio::sync::watch::Sender<u64>,
+    /// What whoever started the proxy cannot serve in a reloaded declaration (a launcher
+    /// cannot hand a new value to a command already running): such a reload is refused.
+    pub(crate) gate: Option<crate::config::ReloadGate>,
 }
 
 impl Live {
@@ -172,6 +178,7 @@ impl Live {
             known: Mutex::new(known),
             path,
             announce: tokio::sync::watch::Sender::new(0),
+            gate: None,
         })
     }
 
@@ -208,6 +215,9 @@ impl Live {
             previous.policy.clone()
         } else {
             let policy = parse(&file).map_err(refused)?;
+            if let Some(gate) = &self.gate {
+                gate(&policy).map_err(ReloadError::Unserved)?;
+            }
             for pattern in ca_patterns(&policy) {
                 if !ca.covers(&pattern).unwrap_or(false) {
                     return Err(ReloadError::Uncovered { pattern });
