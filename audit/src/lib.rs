@@ -34,7 +34,7 @@
 //! # let dir = std::env::temp_dir().join(format!("sluice-audit-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
-//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default(), settings: Default::default() };
+//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default(), settings: Default::default(), grants: Default::default() };
 //! let log = AuditLog::open(&path, "run-1", start)?;
 //! log.record(
 //!     Event::new(EventKind::Swap)
@@ -100,6 +100,10 @@ pub struct StartInfo {
     /// → what it was. Names and words, never a value (through the redactor like every
     /// free-text field). Empty writes nothing.
     pub settings: std::collections::BTreeMap<String, String>,
+    /// What the declaration grants each secret toward the network: `HOST PLACE` entries
+    /// (`api.github.com header`, `*.example.com query`), so that a reviewer's report can list
+    /// the grants no `swap` ever used. Hosts and words, never a value. Empty writes nothing.
+    pub grants: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// A redaction the log applies to every free-text field of every event before it is
@@ -368,6 +372,8 @@ pub(crate) struct Line {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) settings: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) grants: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) counts: Option<Counts>,
     /// On a `start` appended to an existing log: the SHA-256 of the line before it, so that
     /// the runs of one file chain too.
@@ -401,6 +407,7 @@ impl Line {
             withheld: None,
             placeholders: None,
             settings: None,
+            grants: None,
             counts: None,
             follows: None,
             segment: None,

@@ -249,6 +249,7 @@ pub(crate) mod tests {
             withheld: Vec::new(),
             placeholders: Default::default(),
             settings: Default::default(),
+            grants: Default::default(),
         }
     }
 
@@ -531,6 +532,7 @@ mod tiny_age {
             withheld: Vec::new(),
             placeholders: Default::default(),
             settings: Default::default(),
+            grants: Default::default(),
         };
         let rotation = Rotation {
             max_bytes: None,

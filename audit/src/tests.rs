@@ -42,6 +42,7 @@ fn start_info() -> StartInfo {
         withheld: Vec::new(),
         placeholders: Default::default(),
         settings: Default::default(),
+        grants: Default::default(),
     }
 }
 
@@ -304,6 +305,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
         withheld: Vec::new(),
         placeholders: Default::default(),
         settings: Default::default(),
+        grants: Default::default(),
     };
     let err = AuditLog::open(&path, "run-1", bad).unwrap_err();
     assert!(matches!(
@@ -320,6 +322,7 @@ fn unusable_arguments_are_refused_without_echoing_them() {
         withheld: Vec::new(),
         placeholders: Default::default(),
         settings: Default::default(),
+        grants: Default::default(),
     };
     assert!(AuditLog::open(&path, "run-1", upper).is_err());
     assert!(!path.exists(), "nothing is created for refused arguments");

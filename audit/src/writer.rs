@@ -248,6 +248,17 @@ impl AuditLog {
             Some(redact) => redact(cap(text, 200)),
             None => cap(text, 200),
         };
+        if !start.grants.is_empty() {
+            line.grants = Some(
+                start
+                    .grants
+                    .into_iter()
+                    .map(|(secret, grants)| {
+                        (redact(secret), grants.into_iter().map(&redact).collect())
+                    })
+                    .collect(),
+            );
+        }
         if !start.settings.is_empty() {
             line.settings = Some(
                 start

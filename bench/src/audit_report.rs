@@ -111,6 +111,7 @@ fn write_log(path: &Path, events: u64) -> Result<(), BenchError> {
         withheld: vec!["AWS_SECRET_ACCESS_KEY".to_owned()],
         placeholders: Default::default(),
         settings: Default::default(),
+        grants: Default::default(),
     };
     let rotation = Rotation {
         max_bytes: Some(64 * 1024 * 1024),

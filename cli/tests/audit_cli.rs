@@ -48,6 +48,7 @@ fn write_run(path: &Path) {
         withheld: Vec::new(),
         placeholders: Default::default(),
         settings: Default::default(),
+        grants: Default::default(),
     };
     let log = AuditLog::open(path, "cli-run", start).unwrap();
     for _ in 0..2 {

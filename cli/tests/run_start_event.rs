@@ -10,7 +10,7 @@ fn the_start_event_and_the_report_name_every_escape_hatch_the_run_was_started_wi
     let d = dir.path();
     std::fs::write(
         d.join("p.yaml"),
-        "version: 1\negress:\n  allow: [example.test]\n",
+        "version: 1\nsecrets:\n  gh:\n    from: { env: GH_TEST }\n    hosts: [api.example.test]\n    in: [header, query]\n    sinks: [egress]\negress:\n  allow: [example.test]\n",
     )
     .unwrap();
     // Any certificate will do: the system bundle's.
@@ -34,6 +34,7 @@ fn the_start_event_and_the_report_name_every_escape_hatch_the_run_was_started_wi
         .args(["--", "sh", "-c", "echo started with a quoted argument"])
         .current_dir(d)
         .env("MY_TOKEN", "passed-on-purpose-0123456789")
+        .env("GH_TEST", "gh-test-value-0123456789")
         .output()
         .unwrap();
     assert!(
@@ -59,6 +60,11 @@ fn the_start_event_and_the_report_name_every_escape_hatch_the_run_was_started_wi
         "sh -c 'echo started with a quoted argument'"
     );
     assert!(!audit.contains("passed-on-purpose"), "{audit}");
+    // What the declaration granted, for the report's "never used" list.
+    assert_eq!(
+        start["grants"]["gh"],
+        serde_json::json!(["api.example.test header", "api.example.test query"])
+    );
 
     let report = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["audit", "report", "audit.jsonl"])
@@ -72,4 +78,5 @@ fn the_start_event_and_the_report_name_every_escape_hatch_the_run_was_started_wi
         html.contains("--no-jail") && html.contains("MY_TOKEN"),
         "{html}"
     );
+    assert!(html.contains("api.example.test query"), "{html}");
 }

@@ -176,6 +176,7 @@ pub async fn start(mut config: ProxyConfig) -> Result<Proxy, StartError> {
             ca_sha256: ca.fingerprint_sha256(),
             withheld: config.withheld_env,
             settings: config.start_settings,
+            grants: start_grants(&declared.policy),
             // Which form each secret's placeholder took (words, never a placeholder).
             placeholders: declared
                 .policy
@@ -562,6 +563,38 @@ impl Proxy {
         }
         self.shared.audit.clone().close()
     }
+}
+
+/// What the declaration grants each secret toward the network, for the `start` event:
+/// `HOST PLACE` for each host pattern and place a swap may happen in, under the name its
+/// `swap` events carry (a signing secret's own name, its place the signature). A minted
+/// secret's parts are never swapped, so they have none.
+fn start_grants(
+    policy: &sluice_policies::Policy,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let pairs = |hosts: &[sluice_policies::HostPattern], places: &[&str]| -> Vec<String> {
+        hosts
+            .iter()
+            .flat_map(|host| places.iter().map(move |place| format!("{host} {place}")))
+            .collect()
+    };
+    let swapped = policy
+        .secrets()
+        .iter()
+        .filter(|decl| decl.grants(sluice_policies::Sink::Egress) && decl.signs().is_none())
+        .filter(|decl| {
+            decl.mints()
+                .is_none_or(|(_, part)| part == sluice_policies::MintPart::AccessToken)
+        })
+        .map(|decl| {
+            let places: Vec<&str> = decl.locations().iter().map(|p| p.as_str()).collect();
+            (decl.name().to_owned(), pairs(decl.hosts(), &places))
+        });
+    let signed = policy.signers().iter().map(|signer| {
+        let grants = pairs(signer.hosts(), &[sluice_audit::SIGNATURE_LOCATION]);
+        (signer.name().to_owned(), grants)
+    });
+    swapped.chain(signed).collect()
 }
 
 fn random_hex(bytes: usize) -> Result<String, StartError> {

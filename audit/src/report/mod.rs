@@ -14,7 +14,7 @@
 //! # let dir = std::env::temp_dir().join(format!("sluice-report-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
-//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default(), settings: Default::default() };
+//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default(), settings: Default::default(), grants: Default::default() };
 //! let log = AuditLog::open(&path, "run-1", start)?;
 //! log.record(Event::new(EventKind::Swap).secret("github_token").host("api.github.com"))?;
 //! log.close()?;
@@ -82,6 +82,11 @@ pub struct Report {
     pub materialized: Vec<Named>,
     /// Pairs beyond [`Report::materialized`].
     pub more_materialized: More,
+    /// Grants the runs' declarations made (their `start` events' `grants`) that no `swap`
+    /// used: secret, and `HOST PLACE`; a reviewer's list of what to narrow.
+    pub unused_grants: Vec<Named>,
+    /// Grants beyond [`Report::unused_grants`].
+    pub more_unused_grants: More,
     /// Minted credentials (`mint` events), by secret and outcome: tokens minted per grant,
     /// mints refused per code, the sandbox's own token requests answered.
     pub mints: Vec<Named>,
@@ -304,6 +309,10 @@ struct Tally {
     withheld: std::collections::BTreeSet<String>,
     materialized: HashMap<(String, String), u64>,
     mints: HashMap<(String, String), u64>,
+    /// `(secret, host pattern, place)` of every grant a `start` event declared.
+    granted: std::collections::BTreeSet<(String, String, String)>,
+    /// `(secret, host, place)` of every `swap`.
+    swapped: std::collections::HashSet<(String, String, String)>,
     reloads: Vec<Reload>,
     reload_count: u64,
     minutes: timeline::Minutes,
@@ -342,6 +351,14 @@ impl Tally {
             });
             self.withheld
                 .extend(line.withheld.iter().flatten().cloned());
+            for (secret, grants) in line.grants.iter().flatten() {
+                for grant in grants {
+                    if let Some((host, place)) = grant.split_once(' ') {
+                        let key = (secret.clone(), host.to_owned(), place.to_owned());
+                        self.granted.insert(key);
+                    }
+                }
+            }
         }
         if let Some(run) = runs.last_mut() {
             run.ended.clone_from(&line.ts);
@@ -350,6 +367,12 @@ impl Tally {
         let name = |field: &Option<String>| field.clone().unwrap_or_default();
         match line.event {
             EventKind::Swap | EventKind::Verbatim | EventKind::Redact => {
+                if line.event == EventKind::Swap {
+                    let place = name(&line.location);
+                    let place = place.split(':').next().unwrap_or_default().to_owned();
+                    let host = name(&line.host);
+                    self.swapped.insert((name(&line.secret), host, place));
+                }
                 let host = line.host.clone().or_else(|| line.location.clone());
                 let flow = self.flow(name(&line.secret), host.unwrap_or_default());
                 match line.event {
@@ -471,6 +494,22 @@ impl Tally {
         let mut denied = named_pairs(self.denied);
         let more_denied = more(denied.iter().skip(TOP_DENIED).map(|d| d.count));
         denied.truncate(TOP_DENIED);
+        let mut unused_grants: Vec<Named> =
+            self.granted
+                .iter()
+                .filter(|(secret, pattern, place)| {
+                    !self.swapped.iter().any(|(s, host, p)| {
+                        s == secret && p == place && host_matches(pattern, host)
+                    })
+                })
+                .map(|(secret, pattern, place)| Named {
+                    name: secret.clone(),
+                    detail: format!("{pattern} {place}"),
+                    count: 0,
+                })
+                .collect();
+        let more_unused_grants = more(unused_grants.iter().skip(TOP_MATERIALIZED).map(|_| 0));
+        unused_grants.truncate(TOP_MATERIALIZED);
         let mut mints = named_pairs(self.mints);
         let more_mints = more(mints.iter().skip(TOP_MATERIALIZED).map(|m| m.count));
         mints.truncate(TOP_MATERIALIZED);
@@ -497,6 +536,8 @@ impl Tally {
             more_materialized,
             mints,
             more_mints,
+            unused_grants,
+            more_unused_grants,
             reloads: self.reloads,
             more_reloads: More {
                 rows: self.reload_count - reloads_shown,
@@ -523,6 +564,38 @@ fn top(counts: HashMap<String, u64>, n: usize) -> Vec<Named> {
 }
 
 /// (name, detail) counts as rows, the most frequent first.
+/// Whether a `swap` event's host (`name` or `name:port`) is one a grant's host pattern
+/// (`name`, `*.suffix`, either with `:port`) names, as the grant decision reads patterns.
+fn host_matches(pattern: &str, host: &str) -> bool {
+    let split = |text: &str| -> (String, Option<String>) {
+        match text.rsplit_once(':') {
+            Some((name, port))
+                if port.bytes().all(|b| b.is_ascii_digit()) && !name.ends_with(':') =>
+            {
+                (
+                    name.trim_matches(['[', ']']).to_ascii_lowercase(),
+                    Some(port.to_owned()),
+                )
+            }
+            _ => (text.trim_matches(['[', ']']).to_ascii_lowercase(), None),
+        }
+    };
+    let ((pattern_name, pattern_port), (host_name, host_port)) = (split(pattern), split(host));
+    let port_ok = match (&pattern_port, &host_port) {
+        (Some(want), Some(got)) => want == got,
+        (Some(want), None) => want == "443",
+        (None, _) => true,
+    };
+    let name_ok = match pattern_name.strip_prefix("*.") {
+        Some(suffix) => host_name
+            .strip_suffix(suffix)
+            .and_then(|head| head.strip_suffix('.'))
+            .is_some_and(|head| !head.is_empty()),
+        None => pattern_name == host_name,
+    };
+    port_ok && name_ok
+}
+
 /// A `mint` event's reason without what varies per event (a token's lifetime, the
 /// placeholder's name): `minted refresh_token`, `refused jwt_bearer: invalid_grant`,
 /// `answered the sandbox's refresh_token request`.

@@ -14,6 +14,7 @@ fn start(withheld: &[&str]) -> StartInfo {
         withheld: withheld.iter().map(|s| (*s).to_owned()).collect(),
         placeholders: Default::default(),
         settings: Default::default(),
+        grants: Default::default(),
     }
 }
 
@@ -414,4 +415,67 @@ fn minted_credentials_are_counted_by_secret_and_outcome() {
     let html = report.to_html().unwrap();
     assert!(html.contains("<h2>Minted credentials</h2>"), "{html}");
     assert!(html.contains("refused jwt_bearer: invalid_grant"));
+}
+
+#[test]
+fn grants_no_swap_used_are_listed_for_narrowing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let mut start = start(&[]);
+    start.grants = [
+        (
+            "gh",
+            vec![
+                "api.github.com header",
+                "api.github.com query",
+                "*.githubusercontent.com header",
+            ],
+        ),
+        ("aws", vec!["s3.eu-west-1.amazonaws.com signature"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    let log = AuditLog::open(&path, "run-grants", start).unwrap();
+    for (secret, host, location) in [
+        ("gh", "api.github.com:443", "header:authorization"),
+        ("gh", "raw.githubusercontent.com", "header:authorization"),
+    ] {
+        log.record(
+            Event::new(EventKind::Swap)
+                .secret(secret)
+                .host(host)
+                .location(location),
+        )
+        .unwrap();
+    }
+    log.close().unwrap();
+    let report = build(&[path]).unwrap();
+    let unused: Vec<(&str, &str)> = report
+        .unused_grants
+        .iter()
+        .map(|g| (g.name.as_str(), g.detail.as_str()))
+        .collect();
+    assert_eq!(
+        unused,
+        [
+            ("aws", "s3.eu-west-1.amazonaws.com signature"),
+            ("gh", "api.github.com query"),
+        ]
+    );
+    let html = report.to_html().unwrap();
+    assert!(html.contains("<h2>Grants never used</h2>"), "{html}");
+}
+
+#[test]
+fn a_host_pattern_matches_as_the_grant_decision_reads_it() {
+    use super::host_matches;
+    assert!(host_matches("api.github.com", "api.github.com"));
+    assert!(host_matches("api.github.com", "API.github.com:443"));
+    assert!(host_matches("*.example.com", "a.b.example.com"));
+    assert!(!host_matches("*.example.com", "example.com"));
+    assert!(host_matches("idp.test:8443", "idp.test:8443"));
+    assert!(!host_matches("idp.test:8443", "idp.test:443"));
+    assert!(!host_matches("idp.test:8443", "idp.test"));
+    assert!(host_matches("[::1]:8443", "[::1]:8443"));
 }
