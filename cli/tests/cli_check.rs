@@ -242,8 +242,9 @@ fn redact_streams_stdin_to_stdout_with_values_replaced() {
         got.extend_from_slice(&buf[..n]);
     }
     let first = String::from_utf8(got).unwrap();
+    // The value is a GitHub token's shape, so its placeholder is too (as a run mints it).
     assert!(
-        first.starts_with("first SLUICE_K_") && !first.contains(VALUE),
+        first.starts_with("first ghp_") && !first.contains(VALUE),
         "{first}"
     );
     // A value split across two writes is still redacted.
@@ -254,10 +255,7 @@ fn redact_streams_stdin_to_stdout_with_values_replaced() {
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     assert!(child.wait().unwrap().success());
-    assert!(
-        rest.starts_with("SLUICE_K_") && !rest.contains(VALUE),
-        "{rest}"
-    );
+    assert!(rest.starts_with("ghp_") && !rest.contains(VALUE), "{rest}");
 }
 
 #[test]
@@ -284,4 +282,39 @@ fn redact_refuses_an_invalid_declaration_or_a_missing_source() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains(":1:10: error:"));
+}
+
+#[test]
+fn redact_mints_placeholders_in_the_form_a_run_gives_them() {
+    const TOKEN: &str = "ghp_REDACTrealREDACTrealREDACTreal123456";
+    let path = temp_file(
+        "redact-shaped.yaml",
+        "version: 1\nsecrets:\n  gh:\n    from: { env: SLUICE_CLI_TEST_GH }\n    sinks: []\n  plain:\n    from: { env: SLUICE_CLI_TEST_PLAIN }\n    sinks: []\n    placeholder: plain\n",
+    );
+    let mut child = Command::new(SLUICE)
+        .args(["redact", "--policy"])
+        .arg(&path)
+        .env("SLUICE_CLI_TEST_GH", TOKEN)
+        .env(
+            "SLUICE_CLI_TEST_PLAIN",
+            "ghp_PLAINrealPLAINrealPLAINreal12345678",
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{TOKEN} ghp_PLAINrealPLAINrealPLAINreal12345678\n").as_bytes())
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut words = text.split_whitespace();
+    let (shaped, plain) = (words.next().unwrap(), words.next().unwrap());
+    assert!(
+        shaped.starts_with("ghp_") && shaped.len() == 40 && shaped != TOKEN,
+        "{text}"
+    );
+    assert!(plain.starts_with("SLUICE_PLAIN_"), "{text}");
 }

@@ -52,8 +52,10 @@ pub(crate) fn run(args: &super::RedactArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let placeholders = match policy.try_mint_placeholders() {
-        Ok(p) => p,
+    // Minted as a run mints them: shaped like their values where the form says so, so that
+    // a value is redacted into the same form of placeholder a run's sandbox would see.
+    let placeholders = match policy.resolve_minting(&sluice_policies::Placeholders::from_iter([])) {
+        Ok((placeholders, _)) => placeholders,
         Err(e) => {
             eprintln!("sluice redact: {e}");
             return ExitCode::FAILURE;
