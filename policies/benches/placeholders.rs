@@ -75,7 +75,7 @@ fn guard(values: &[Vec<u8>], placeholders: &[String]) -> Guard {
     for (i, (value, placeholder)) in values.iter().zip(placeholders).enumerate() {
         builder
             .add(
-                &format!("secret_{i}"),
+                format!("secret_{i}"),
                 Placeholder::parse(placeholder).expect("a valid placeholder"),
                 SecretValue::new(value.clone()),
             )
