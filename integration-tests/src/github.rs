@@ -11,6 +11,8 @@
 //! - `GET /repos/{owner}/{repo}`: `Authorization: token|Bearer` with a live token; a
 //!   repository outside its narrowing is `404`, an unknown or revoked token `401`.
 //! - `DELETE /installation/token`: revokes the token it carries (`204`).
+//! - The same API under `/api/v3` (GitHub Enterprise Server's root, which the gh CLI uses
+//!   for any host but github.com).
 //! - git over smart HTTP at `/{owner}/{repo}.git/...` (`git http-backend` over bare
 //!   repositories), with the token as Basic credentials (`x-access-token:<token>`); a push
 //!   needs `contents: write`.
@@ -136,7 +138,10 @@ fn answer(
     state: &Mutex<State>,
     counter: &AtomicU64,
 ) -> Response<Bytes> {
+    // GitHub Enterprise Server's API root (`/api/v3`), as the gh CLI asks a host other
+    // than github.com, is the same API.
     let path = request.uri.path();
+    let path = path.strip_prefix("/api/v3").unwrap_or(path);
     let tokens_path = format!(
         "/app/installations/{}/access_tokens",
         config.installation_id

@@ -5,7 +5,8 @@
 //! What must hold: the sandbox holds a `ghs_`-shaped placeholder only (never the App's key,
 //! nor a variable for it); the token sluice mints is narrowed to the declared repositories
 //! and permissions (a repository outside them is `404`); curl, git (clone and push over
-//! smart HTTP with the placeholder as Basic credentials) and Octokit all work with it; the
+//! smart HTTP with the placeholder as Basic credentials), Octokit and GitHub's own CLI (`gh
+//! api`) all work with it; the
 //! token is revoked when the run ends; a JWT signed with the wrong key is a loud
 //! `mint-failed`; no token GitHub issued reaches the sandbox's output, sluice's stderr or
 //! the audit log.
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sluice_integration_tests::git::git;
-use sluice_integration_tests::launch::node_dir;
+use sluice_integration_tests::launch::{node_dir, require_program};
 use sluice_integration_tests::{GithubApi, GithubConfig, TestPki, sluice_bin};
 
 const KEY: &str = include_str!("../../sign/tests/fixtures/rsa-2048.pem");
@@ -153,6 +154,10 @@ impl Fixture {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_token_narrowed_to_the_run_serves_curl_git_and_octokit_and_is_revoked_at_the_end() {
+    require_program(
+        "gh",
+        "./test.sh installs it with `apt-get install gh` when absent",
+    );
     let f = fixture(KEY).await;
     let port = f.github.port();
     let api = format!("https://api.github.test:{port}");
@@ -173,6 +178,7 @@ cd ..
 echo pushed $(git ls-remote \"$url\" | grep -c agent-branch)
 echo other-clone $(git clone -q \"https://x-access-token:$GH@github.test:{port}/acme/secret-plans.git\" other 2>/dev/null && echo cloned || echo refused)
 node {octokit} {api} acme website secret-plans
+echo gh-cli $(GH_HOST=api.github.test:{port} GH_ENTERPRISE_TOKEN=\"$GH\" GH_CONFIG_DIR=$PWD/gh-config gh api repos/acme/website --jq .full_name)
 env | grep -E '^GH' | sort",
         octokit = node.join("octokit.mjs").display(),
     );
@@ -203,6 +209,7 @@ env | grep -E '^GH' | sort",
         "other-clone refused",
         "octokit acme/website",
         "octokit-refused 404",
+        "gh-cli acme/website",
     ] {
         assert!(stdout.contains(line), "{line:?} not in {stdout}\n{stderr}");
     }
