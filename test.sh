@@ -7,7 +7,7 @@
 #
 # Debian packages (apt-get) need root, or sudo for a user who has it: git, Node and npm,
 # Python's venv, the JDK, slowhttptest, iproute2 and nftables (the jail), Prometheus, Go and
-# AWS's Go SDK, Ruby, Mono, Chromium; curl and openssl if a machine lacks them. Then, as the
+# AWS's Go SDK, Ruby, Mono, Chromium, GitHub's CLI, Squid; curl and openssl if a machine lacks them. Then, as the
 # user: a Python venv at target/clients/venv (pinned PyPI clients) and the Node clients of
 # integration-tests/node (npm ci). Each step is a no-op when its tool is already there, so a
 # second run installs nothing. A test whose tool is still missing fails loudly, naming it;
@@ -66,6 +66,10 @@ command -v mcs >/dev/null || missing+=(mono-mcs)
 command -v mono >/dev/null || missing+=(mono-runtime)
 [ -f /usr/lib/mono/4.5/System.Net.Http.dll ] || missing+=(libmono-system-net-http4.0-cil)
 [ -d /usr/share/.mono/new-certs/Trust ] || missing+=(ca-certificates-mono)
+# GitHub's CLI with a GitHub App's placeholder (integration-tests/tests/github_app.rs).
+command -v gh >/dev/null || missing+=(gh)
+# Squid as the organisation's egress proxy (integration-tests/tests/upstream_proxy.rs).
+[ -x /usr/sbin/squid ] || missing+=(squid)
 # Headless Chromium renders the reviewers' report (integration-tests/tests/audit_report.rs).
 command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -21,6 +21,7 @@ pub mod raw;
 pub mod raw_upstream;
 pub mod serve;
 pub mod served;
+pub mod squid;
 pub mod upstream;
 
 pub use client::{Curl, CurlOutput, TunnelClient};

@@ -101,6 +101,9 @@ pub struct ProxyConfig {
     /// The inherited variables the launcher withholds from its command, for the `start`
     /// audit event (names only).
     pub withheld_env: Vec<String>,
+    /// The organisation's egress proxy: every upstream connection to a host outside its
+    /// `NO_PROXY` goes through it (`CONNECT`, then TLS to the origin end to end).
+    pub upstream_proxy: Option<crate::upstream::via::UpstreamProxy>,
     /// What a reloaded declaration may not ask for, given how the proxy was started (a
     /// launcher's command already holds its environment): `Err` refuses the reload with its
     /// words. None: every declaration `check` passes is put in force.
@@ -139,6 +142,7 @@ impl ProxyConfig {
             withheld_env: Vec::new(),
             start_settings: std::collections::BTreeMap::new(),
             reload_gate: None,
+            upstream_proxy: None,
             listener: None,
             transparent: None,
             dns: None,

@@ -88,3 +88,4 @@ pub use config::{Limits, ProxyConfig, ReloadGate, default_workers};
 pub use ops::admin::USER as ADMIN_USER;
 pub use server::{GuardInForce, Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;
+pub use upstream::via::{UpstreamProxy, UpstreamProxyError};

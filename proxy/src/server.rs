@@ -214,6 +214,7 @@ pub async fn start(mut config: ProxyConfig) -> Result<Proxy, StartError> {
             .collect(),
         extra_roots: config.upstream_ca,
         timeouts: config.timeouts,
+        via: config.upstream_proxy.map(Arc::new),
     })?;
     let credentials = Credentials::mint().map_err(StartError::Random)?;
     let (stop, shutdown) = watch::channel(false);

@@ -181,6 +181,11 @@ pub(crate) struct ProxyArgs {
     /// written to admin-url (0600), never the proxy's and never in the command's environment.
     #[arg(long, value_name = "ADDR")]
     pub(crate) admin: Option<SocketAddr>,
+    /// Send every upstream connection through this proxy (http://[USER:PASS@]HOST:PORT,
+    /// CONNECT then TLS to the origin), or `none` to dial directly. Default: sluice's own
+    /// HTTPS_PROXY (https_proxy, HTTP_PROXY, http_proxy) and NO_PROXY.
+    #[arg(long, value_name = "URL")]
+    pub(crate) upstream_proxy: Option<String>,
     /// How sluice's own log lines (stderr) are written: text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
@@ -486,6 +491,38 @@ fn init_tracing_at(default: &str, format: LogFormat) {
 }
 
 /// Loads a declaration, printing its diagnostics to stderr; `None` when it has errors.
+impl ProxyArgs {
+    /// The egress proxy upstream connections go through: `--upstream-proxy`, else sluice's
+    /// own environment (read before `sluice run` sets the command's to itself), said on
+    /// stderr with its credentials elided. `Err` says why the URL cannot be used.
+    pub(crate) fn upstream_proxy(
+        &self,
+        who: &str,
+    ) -> Result<Option<sluice_proxy::UpstreamProxy>, String> {
+        let env = |names: &[&str]| {
+            names
+                .iter()
+                .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+        };
+        let (url, from) = match self.upstream_proxy.as_deref() {
+            Some(url) if url.eq_ignore_ascii_case("none") => return Ok(None),
+            Some(url) => (url.to_owned(), "--upstream-proxy"),
+            None => match env(&["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]) {
+                Some(url) => (url, "its environment (HTTPS_PROXY)"),
+                None => return Ok(None),
+            },
+        };
+        let no_proxy = env(&["NO_PROXY", "no_proxy"]).unwrap_or_default();
+        let proxy = sluice_proxy::UpstreamProxy::parse(&url, &no_proxy)
+            .map_err(|error| format!("{error} (from {from})"))?;
+        eprintln!(
+            "{who}: upstream connections go through {} (from {from})",
+            proxy.describe()
+        );
+        Ok(Some(proxy))
+    }
+}
+
 pub(crate) fn load_policy(path: &Path) -> Option<sluice_policies::Policy> {
     match sluice_policies::Policy::load(path) {
         Ok(loaded) => {

@@ -20,7 +20,15 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         );
         return ExitCode::from(REFUSED);
     };
+    let upstream_proxy = match args.proxy.upstream_proxy("sluice") {
+        Ok(proxy) => proxy,
+        Err(why) => {
+            eprintln!("sluice run: error[upstream-proxy]: {why}");
+            return ExitCode::from(REFUSED);
+        }
+    };
     let config = LaunchConfig {
+        upstream_proxy,
         policy,
         command: args.command.clone(),
         audit_log: args

@@ -44,6 +44,13 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     config.resolve = args.proxy.pins();
     config.policy_path = Some(args.proxy.policy.clone());
     config.admin = args.proxy.admin;
+    config.upstream_proxy = match args.proxy.upstream_proxy("sluice serve") {
+        Ok(proxy) => proxy,
+        Err(why) => {
+            eprintln!("sluice serve: error: {why}");
+            return ExitCode::FAILURE;
+        }
+    };
     // A reload may not bring a secret nothing would serve, as the start may not.
     if args.proxy.admin.is_none() {
         config.reload_gate = Some(std::sync::Arc::new(|next: &sluice_policies::Policy| {

@@ -51,6 +51,9 @@ const FORWARDED: [tokio::signal::unix::SignalKind; 5] = [
 
 /// What to launch, and how.
 pub(crate) struct LaunchConfig {
+    /// The organisation's egress proxy, read from sluice's own environment or
+    /// `--upstream-proxy` before the command's is set.
+    pub upstream_proxy: Option<sluice_proxy::UpstreamProxy>,
     /// The compiled declaration.
     pub policy: Policy,
     /// CMD and its arguments, passed as given.
@@ -260,6 +263,9 @@ fn start_settings(config: &LaunchConfig) -> BTreeMap<String, String> {
     if let Some((addr, _)) = &config.admin {
         settings.insert("admin".to_owned(), addr.to_string());
     }
+    if let Some(proxy) = &config.upstream_proxy {
+        settings.insert("upstream_proxy".to_owned(), proxy.describe());
+    }
     let argv: Vec<String> = config
         .command
         .iter()
@@ -304,6 +310,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
     proxy_config.start_settings = settings;
     proxy_config.reload_gate = Some(gate);
+    proxy_config.upstream_proxy = config.upstream_proxy;
     proxy_config.withheld_env = withheld
         .iter()
         .map(|(name, _)| name.to_string_lossy().into_owned())

@@ -48,6 +48,12 @@ pub(crate) enum Code {
     RequestBodyTimeout,
     /// `502`: the exchange with the upstream failed.
     UpstreamFailed,
+    /// `502`: the organisation's egress proxy could not be reached.
+    UpstreamProxyUnreachable,
+    /// `502`: the egress proxy refused sluice's credentials (`407`).
+    UpstreamProxyAuth,
+    /// `502`: the egress proxy refused the tunnel (its status in the body).
+    UpstreamProxy,
     /// `502`: the response is in a coding sluice cannot scan.
     UpstreamEncoding,
     /// `502`: the upstream's certificate did not verify, or its TLS failed.
@@ -110,6 +116,9 @@ impl Code {
             Self::PinMismatch => "pin-mismatch",
             Self::DnsFailure => "dns-failure",
             Self::UpstreamConnect => "upstream-connect",
+            Self::UpstreamProxyUnreachable => "upstream-proxy-unreachable",
+            Self::UpstreamProxyAuth => "upstream-proxy-auth",
+            Self::UpstreamProxy => "upstream-proxy",
             Self::UpstreamTimeout => "upstream-timeout",
             Self::SluiceUnavailable => "sluice-unavailable",
             Self::SignatureInvalid => "signature-invalid",
@@ -520,6 +529,15 @@ impl Refusal {
             UpstreamError::Resolve { .. } => Self::bad_gateway(Code::DnsFailure, error.to_string()),
             UpstreamError::Connect { .. } | UpstreamError::BadTarget(_) => {
                 Self::bad_gateway(Code::UpstreamConnect, error.to_string())
+            }
+            UpstreamError::ProxyUnreachable { .. } => {
+                Self::bad_gateway(Code::UpstreamProxyUnreachable, error.to_string())
+            }
+            UpstreamError::ProxyAuth { .. } => {
+                Self::bad_gateway(Code::UpstreamProxyAuth, error.to_string())
+            }
+            UpstreamError::ProxyRefused { .. } => {
+                Self::bad_gateway(Code::UpstreamProxy, error.to_string())
             }
         }
     }

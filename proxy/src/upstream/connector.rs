@@ -103,8 +103,34 @@ impl Dialer {
         Ok(UpstreamConn::Tls(Box::new(TokioIo::new(stream))))
     }
 
-    /// Resolves, checks and dials `host:port`, trying each checked address in turn.
+    /// Resolves, checks and dials `host:port`, trying each checked address in turn; through
+    /// the egress proxy when there is one and `host` is not in its `NO_PROXY` (the address
+    /// resolved and checked is then the proxy's, and the stream is the tunnel it opened).
     pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
+        if let Some(via) = &self.common.via
+            && !via.bypasses(host, port)
+        {
+            let (proxy_host, proxy_port) = via.address();
+            let stream =
+                self.dial_direct(proxy_host, proxy_port)
+                    .await
+                    .map_err(|error| match error {
+                        // Refused by the address policy: said as it is, naming the proxy's address.
+                        blocked @ UpstreamError::Blocked { .. } => blocked,
+                        other => UpstreamError::ProxyUnreachable {
+                            proxy: format!("{proxy_host}:{proxy_port}"),
+                            why: other.to_string(),
+                        },
+                    })?;
+            return via
+                .tunnel(stream, host, port, self.common.timeouts.connect)
+                .await;
+        }
+        self.dial_direct(host, port).await
+    }
+
+    /// Resolves, checks and dials `host:port` itself.
+    async fn dial_direct(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
         let addrs = self
             .common
             .resolver

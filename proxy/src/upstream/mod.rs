@@ -9,6 +9,7 @@ mod connector;
 mod pinned;
 mod pool;
 mod resolve;
+pub(crate) mod via;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -124,6 +125,30 @@ pub(crate) enum UpstreamError {
     /// The target URI cannot be dialled.
     #[error("cannot dial {0}: not an http or https target with a host")]
     BadTarget(String),
+    /// The egress proxy could not be reached, or did not answer `CONNECT` as a proxy.
+    #[error("the upstream proxy {proxy} could not be reached: {why}")]
+    ProxyUnreachable {
+        /// The proxy, `host:port`.
+        proxy: String,
+        /// What failed.
+        why: String,
+    },
+    /// The egress proxy asked for credentials (`407`): none, or the wrong ones.
+    #[error("the upstream proxy {proxy} refused sluice's credentials (407)")]
+    ProxyAuth {
+        /// The proxy, `host:port`.
+        proxy: String,
+    },
+    /// The egress proxy refused the tunnel.
+    #[error("the upstream proxy {proxy} refused a tunnel to {target} with status {status}")]
+    ProxyRefused {
+        /// The proxy, `host:port`.
+        proxy: String,
+        /// The origin asked for.
+        target: String,
+        /// Its status.
+        status: u16,
+    },
 }
 
 /// The declaration's `allow_ips` check, of one generation.
@@ -140,6 +165,8 @@ pub(crate) struct Dialer {
 /// What every generation's dialler shares.
 struct DialerCommon {
     resolver: Resolver,
+    /// The organisation's egress proxy, when upstream connections go through one.
+    via: Option<Arc<via::UpstreamProxy>>,
     own_listeners: Vec<SocketAddr>,
     timeouts: Timeouts,
     /// TCP connections dialled, for the metrics (one per pool miss or tunnel; shared by
@@ -233,6 +260,8 @@ pub(crate) struct UpstreamConfig {
     pub extra_roots: Vec<PathBuf>,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// The organisation's egress proxy (`--upstream-proxy`).
+    pub via: Option<Arc<via::UpstreamProxy>>,
 }
 
 impl Upstream {
@@ -263,6 +292,7 @@ impl Upstream {
             allow_ips: config.allow_ips,
             common: Arc::new(DialerCommon {
                 resolver: Resolver::new(config.pins),
+                via: config.via,
                 own_listeners: config.own_listeners,
                 timeouts: config.timeouts,
                 dials: std::sync::atomic::AtomicU64::new(0),
@@ -502,6 +532,22 @@ fn clone_dial_error(e: &UpstreamError) -> UpstreamError {
             source: io(source),
         },
         UpstreamError::ConnectTimeout { addr } => UpstreamError::ConnectTimeout { addr: *addr },
+        UpstreamError::ProxyUnreachable { proxy, why } => UpstreamError::ProxyUnreachable {
+            proxy: proxy.clone(),
+            why: why.clone(),
+        },
+        UpstreamError::ProxyAuth { proxy } => UpstreamError::ProxyAuth {
+            proxy: proxy.clone(),
+        },
+        UpstreamError::ProxyRefused {
+            proxy,
+            target,
+            status,
+        } => UpstreamError::ProxyRefused {
+            proxy: proxy.clone(),
+            target: target.clone(),
+            status: *status,
+        },
         UpstreamError::Tls { host, source } => UpstreamError::Tls {
             host: host.clone(),
             source: io(source),
@@ -541,6 +587,7 @@ mod tests {
             own_listeners: Vec::new(),
             extra_roots: Vec::new(),
             timeouts: Timeouts::default(),
+            via: None,
         })
         .unwrap()
     }

@@ -1,0 +1,179 @@
+//! Behind a corporate proxy (#41): every upstream connection through a real Squid, with the
+//! real `sluice run` reading its `HTTPS_PROXY` and `NO_PROXY` as curl would.
+//!
+//! What must hold: swaps and redactions work through Squid to the origin over HTTP/1.1 and
+//! HTTP/2, the TLS end to end (Squid sees CONNECT only); Squid's Basic authentication with
+//! the credentials from the URL, and wrong ones a named `502 upstream-proxy-auth`; a domain
+//! Squid denies a named `502 upstream-proxy` with its status; `NO_PROXY` hosts dialled
+//! directly (Squid's access log does not name them); the proxy's password in no log line,
+//! audit event or error body.
+
+use std::process::{Command, Output};
+
+use sluice_integration_tests::squid::{Squid, SquidConfig};
+use sluice_integration_tests::{RecordingUpstream, TestPki, sluice_bin};
+
+const TOKEN: &str = "tok-REAL-upstream-proxy-0001";
+const PASSWORD: &str = "squid-PASSWORD-1234";
+
+async fn run(pki: &TestPki, dir: &std::path::Path, proxy_url: &str, script: &str) -> Output {
+    let (policy, ca, audit) = (
+        dir.join("policy.yaml"),
+        pki.ca_path(),
+        dir.join("audit.jsonl"),
+    );
+    let (proxy_url, script, cwd) = (proxy_url.to_owned(), script.to_owned(), dir.to_owned());
+    tokio::task::spawn_blocking(move || {
+        Command::new(sluice_bin())
+            .arg("run")
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--audit-log")
+            .arg(&audit)
+            .arg("--upstream-ca")
+            .arg(&ca)
+            .args(["--resolve", "direct.test=127.0.0.1"])
+            .args(["--", "sh", "-c", &script])
+            .env("HTTPS_PROXY", &proxy_url)
+            .env("NO_PROXY", "direct.test")
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn declaration(dir: &std::path::Path) {
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    let yaml = format!(
+        "version: 1
+secrets:
+  api_token:
+    from: {{ file: {} }}
+    hosts: [api.test, direct.test, blocked.test]
+    in: [header, body]
+    sinks: [egress]
+egress:
+  allow_ips: [\"127.0.0.1/32\"]
+",
+        dir.join("token").display()
+    );
+    std::fs::write(dir.join("policy.yaml"), yaml).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_upstream_connection_goes_through_squid_but_no_proxy_hosts() {
+    let pki = TestPki::new();
+    let api = RecordingUpstream::start(&pki, &["api.test"], &[b"h2", b"http/1.1"]).await;
+    let direct = RecordingUpstream::start(&pki, &["direct.test"], &[b"http/1.1"]).await;
+    let squid = Squid::start(&SquidConfig {
+        hosts: &["api.test", "blocked.test"],
+        user: Some(("alice", PASSWORD)),
+        denied: Some("blocked.test"),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    declaration(d);
+    std::fs::write(d.join("body"), format!("echo {TOKEN}")).unwrap();
+    let proxy_url = format!("http://alice:{PASSWORD}@127.0.0.1:{}", squid.port());
+    let (api_url, direct_url) = (
+        format!("https://api.test:{}/echo", api.port()),
+        format!("https://direct.test:{}/echo", direct.port()),
+    );
+    let blocked = format!("https://blocked.test:{}/echo", api.port());
+    let script = format!(
+        "curl -sS --http1.1 -H \"Authorization: Bearer $API_TOKEN\" --data-binary @body {api_url}; echo
+curl -sS --http2 -H \"Authorization: Bearer $API_TOKEN\" --data-binary @body {api_url}; echo
+curl -sS -H \"Authorization: Bearer $API_TOKEN\" {direct_url}; echo
+curl -sS -D - -H \"Authorization: Bearer $API_TOKEN\" {blocked}; echo"
+    );
+    let out = run(&pki, d, &proxy_url, &script).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+
+    // The origin received the real value over both protocols, through Squid.
+    let records = api.records();
+    assert_eq!(records.len(), 2, "{stdout}\n{stderr}");
+    for record in &records {
+        assert_eq!(
+            record.headers["authorization"],
+            format!("Bearer {TOKEN}").as_str()
+        );
+    }
+    let versions: Vec<http::Version> = records.iter().map(|r| r.version).collect();
+    assert!(versions.contains(&http::Version::HTTP_2), "{versions:?}");
+    // The echo came back redacted into the placeholder.
+    assert_eq!(
+        stdout.matches("echo SLUICE_API_TOKEN_").count(),
+        2,
+        "{stdout}"
+    );
+    // NO_PROXY: dialled directly; Squid names api.test and blocked.test only.
+    assert_eq!(direct.records().len(), 1);
+    let access = squid.access_log();
+    assert!(
+        access.contains(&format!("CONNECT api.test:{}", api.port())),
+        "{access}"
+    );
+    assert!(!access.contains("direct.test"), "{access}");
+    // The domain Squid denies: a named 502 with its status.
+    assert!(stdout.contains("sluice-error: upstream-proxy"), "{stdout}");
+    assert!(stdout.contains("status 403"), "{stdout}");
+    // Said at start without the password; the password nowhere.
+    assert!(stderr.contains("credentials elided"), "{stderr}");
+    let audit = std::fs::read_to_string(d.join("audit.jsonl")).unwrap();
+    for (what, text) in [
+        ("output", &stdout),
+        ("stderr", &stderr),
+        ("audit log", &audit),
+    ] {
+        assert!(
+            !text.contains(PASSWORD),
+            "the proxy's password in the {what}: {text}"
+        );
+        assert!(!text.contains(TOKEN), "the value in the {what}: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_proxy_credentials_and_an_unreachable_proxy_are_named_502s() {
+    let pki = TestPki::new();
+    let api = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
+    let squid = Squid::start(&SquidConfig {
+        hosts: &["api.test"],
+        user: Some(("alice", PASSWORD)),
+        denied: None,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    declaration(d);
+    let api_url = format!("https://api.test:{}/echo", api.port());
+    let script = format!("curl -sS -D - -H \"Authorization: Bearer $API_TOKEN\" {api_url}; echo");
+    let wrong = format!("http://alice:not-{PASSWORD}@127.0.0.1:{}", squid.port());
+    let out = run(&pki, d, &wrong, &script).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stdout.contains("502") && stdout.contains("sluice-error: upstream-proxy-auth"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        !stdout.contains(PASSWORD) && !stderr.contains(PASSWORD),
+        "{stdout}{stderr}"
+    );
+    // Nothing listens on the port a dropped listener had.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = run(&pki, d, &format!("http://127.0.0.1:{closed}"), &script).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("sluice-error: upstream-proxy-unreachable"),
+        "{stdout}"
+    );
+    assert!(api.records().is_empty(), "nothing reached the origin");
+}
