@@ -177,3 +177,63 @@ async fn wrong_proxy_credentials_and_an_unreachable_proxy_are_named_502s() {
     );
     assert!(api.records().is_empty(), "nothing reached the origin");
 }
+
+/// sluice's own token requests (a minted secret's refresh) take the same route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minted_token_requests_go_through_squid_too() {
+    use sluice_integration_tests::{IdentityProvider, IdpConfig};
+    let pki = TestPki::new();
+    let idp = IdentityProvider::start(
+        &pki,
+        &["idp.test", "api.test"],
+        IdpConfig {
+            client_id: "client".into(),
+            client_secret: "client-secret-REAL-0001".into(),
+            refresh_token: "1//refresh-REAL-0001".into(),
+            access_lifetime: std::time::Duration::from_secs(60),
+            service_account: None,
+        },
+    )
+    .await;
+    let squid = Squid::start(&SquidConfig {
+        hosts: &["idp.test", "api.test"],
+        user: None,
+        denied: None,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("refresh"), "1//refresh-REAL-0001\n").unwrap();
+    std::fs::write(d.join("secret"), "client-secret-REAL-0001").unwrap();
+    let yaml = format!(
+        "version: 1
+secrets:
+  google:
+    oauth2:
+      token_url: https://idp.test:{port}/token
+      grant: refresh_token
+      client_id: client
+      client_secret: {{ file: {secret} }}
+      refresh_token: {{ file: {refresh} }}
+    hosts: [api.test]
+    sinks: [egress]
+egress:
+  allow_ips: [\"127.0.0.1/32\"]
+",
+        port = idp.port(),
+        secret = d.join("secret").display(),
+        refresh = d.join("refresh").display(),
+    );
+    std::fs::write(d.join("policy.yaml"), yaml).unwrap();
+    let api = format!("https://api.test:{}/api/echo", idp.port());
+    let script = format!("curl -sS --fail-with-body -H \"Authorization: Bearer $GOOGLE\" {api}");
+    let proxy_url = format!("http://127.0.0.1:{}", squid.port());
+    let out = run(&pki, d, &proxy_url, &script).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("{\"token\":\"SLUICE_GOOGLE"), "{stdout}");
+    assert_eq!(idp.token_requests(), 1);
+    let access = squid.access_log();
+    let through = |host: &str| access.contains(&format!("CONNECT {host}:{}", idp.port()));
+    assert!(through("idp.test") && through("api.test"), "{access}");
+}
