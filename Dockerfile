@@ -46,4 +46,6 @@ STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=30s --timeout=5s --start-period=5s --retries=3 \
   CMD ["/usr/local/bin/busybox", "sh", "-c", "exec /usr/local/bin/busybox nc -w 3 127.0.0.1 3128 </dev/null"]
 ENTRYPOINT ["/usr/local/bin/sluice"]
+# Listening on every address of the container, `proxy-url` names 127.0.0.1:3128: the pod's
+# loopback, which a sidecar's neighbours share (`--advertise HOST` names another).
 CMD ["serve", "--policy", "/etc/sluice/policy.yaml", "--listen", "0.0.0.0:3128", "--run-dir", "/run/sluice"]

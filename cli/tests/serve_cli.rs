@@ -129,3 +129,43 @@ fn serve_refuses_a_bad_declaration_with_its_position() {
     assert!(stderr.contains("policy.yaml:4:"), "{stderr}");
     assert!(stderr.contains("hostz"), "{stderr}");
 }
+
+/// A listener on an unspecified address cannot be dialled as written: `proxy-url` names
+/// the loopback a sidecar's neighbours dial, or the host `--advertise` gives.
+#[test]
+fn proxy_url_names_an_address_a_client_can_dial() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "serve-REAL-value-1234567890\n").unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    for (advertise, host) in [
+        (None, "127.0.0.1"),
+        (Some("sluice.pod.test"), "sluice.pod.test"),
+    ] {
+        let run_dir = dir.path().join(format!("run-{host}"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command
+            .args(["serve", "--listen", "0.0.0.0:0", "--policy"])
+            .arg(&policy)
+            .arg("--run-dir")
+            .arg(&run_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(advertise) = advertise {
+            command.args(["--advertise", advertise]);
+        }
+        let mut child = command.spawn().unwrap();
+        let mut printed = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut printed)
+            .unwrap();
+        let url = std::fs::read_to_string(run_dir.join("proxy-url")).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let hostport = url.trim().rsplit_once('@').unwrap().1;
+        let (got, port) = hostport.rsplit_once(':').unwrap();
+        assert_eq!(got, host, "{url}");
+        assert!(port.parse::<u16>().unwrap() > 0);
+        assert!(printed.trim().ends_with(&format!(":{port}")), "{printed}");
+    }
+}

@@ -425,6 +425,23 @@ impl Proxy {
         self.transparent
     }
 
+    /// The proxy URL with `host` in place of the listener's address (its port kept): for a
+    /// listener on an unspecified address, the address a client should dial.
+    pub fn proxy_url_for(&self, host: &str) -> String {
+        let c = &self.shared.credentials;
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        format!(
+            "http://{}:{}@{host}:{}",
+            c.user(),
+            c.token(),
+            self.addr.port()
+        )
+    }
+
     /// The proxy URL without the token, safe to print.
     pub fn proxy_url_without_token(&self) -> String {
         format!("http://{}@{}", self.shared.credentials.user(), self.addr)

@@ -157,6 +157,11 @@ pub(crate) struct ServeArgs {
     /// docs/kubernetes.md): each is named by its TLS server name and served as a CONNECT.
     #[arg(long, value_name = "ADDR")]
     pub(crate) transparent: Option<SocketAddr>,
+    /// The host a sandbox dials to reach this proxy, written into `proxy-url`. Default: the
+    /// --listen address, or 127.0.0.1 (::1) when that is unspecified (0.0.0.0, ::), as a
+    /// sidecar sharing the pod's loopback dials it.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) advertise: Option<String>,
     // Last: each sets a help heading that holds for every argument after it.
     #[command(flatten)]
     pub(crate) limits: LimitArgs,

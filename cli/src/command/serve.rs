@@ -92,7 +92,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        if let Err(error) = write_run_files(&args.run_dir, &proxy) {
+        if let Err(error) = write_run_files(&args.run_dir, &proxy, args.advertise.as_deref()) {
             eprintln!("sluice serve: writing {}: {error}", args.run_dir.display());
             let _ = proxy.shutdown().await;
             return ExitCode::FAILURE;
@@ -167,14 +167,26 @@ fn prepare_run_dir(dir: &Path) -> std::io::Result<()> {
 /// The run files, `proxy-url` last and renamed into place: a sandbox (or a restarted
 /// one) that waits for `proxy-url` then finds this run's CA and placeholders beside it,
 /// never the previous run's.
-fn write_run_files(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<()> {
+fn write_run_files(
+    dir: &Path,
+    proxy: &sluice_proxy::Proxy,
+    advertise: Option<&str>,
+) -> std::io::Result<()> {
     let _ = fs::remove_file(dir.join("proxy-url"));
     write_file(&dir.join("ca.pem"), proxy.ca_pem().as_bytes(), 0o644)?;
     if let Some(url) = proxy.admin_url() {
         write_file(&dir.join("admin-url"), format!("{url}\n").as_bytes(), 0o600)?;
     }
     write_placeholders(dir, proxy)?;
-    let mut url = proxy.proxy_url();
+    // A listener on 0.0.0.0 or :: cannot be dialled as written: the address a sandbox
+    // should dial instead.
+    let listening = proxy.local_addr().ip();
+    let mut url = match advertise {
+        Some(host) => proxy.proxy_url_for(host),
+        None if listening.is_unspecified() && listening.is_ipv6() => proxy.proxy_url_for("::1"),
+        None if listening.is_unspecified() => proxy.proxy_url_for("127.0.0.1"),
+        None => proxy.proxy_url(),
+    };
     url.push('\n');
     let next = dir.join(".proxy-url.next");
     write_file(&next, url.as_bytes(), 0o600)?;
