@@ -269,3 +269,88 @@ fn summary_refuses_a_broken_log() {
         text(&out.stderr)
     );
 }
+
+/// `audit suggest`: a patch from each kind of refusal and an unused grant, every entry with
+/// its count; merged onto `version: 1` it reads as a declaration (only the secret's missing
+/// source is wrong: the patch names no values).
+#[test]
+fn suggest_prints_a_patch_from_what_was_refused_and_what_was_never_used() {
+    let dir = TempDir::new();
+    let log_path = dir.0.join("audit.jsonl");
+    let start = StartInfo {
+        policy_sha256: "0f".repeat(32),
+        ca_sha256: "e1".repeat(32),
+        withheld: Vec::new(),
+        placeholders: Default::default(),
+        settings: Default::default(),
+        grants: [(
+            "gh".to_owned(),
+            vec![
+                "api.github.com header".to_owned(),
+                "api.github.com body".to_owned(),
+            ],
+        )]
+        .into_iter()
+        .collect(),
+    };
+    let log = AuditLog::open(&log_path, "suggest-run", start).unwrap();
+    let record = |event: Event| log.record(event).unwrap();
+    for _ in 0..3 {
+        record(
+            Event::new(EventKind::Deny)
+                .host("pypi.org:443")
+                .reason("host-not-allowed"),
+        );
+    }
+    for _ in 0..2 {
+        record(
+            Event::new(EventKind::Refuse)
+                .secret("gh")
+                .host("uploads.github.com:443")
+                .location("header:authorization")
+                .reason("placeholder-not-granted"),
+        );
+    }
+    record(
+        Event::new(EventKind::Refuse)
+            .secret("gh")
+            .host("api.github.com:443")
+            .location("query")
+            .reason("placeholder-not-granted"),
+    );
+    record(
+        Event::new(EventKind::Swap)
+            .secret("gh")
+            .host("api.github.com:443")
+            .location("header:authorization"),
+    );
+    log.close().unwrap();
+    let out = sluice(&["audit", "suggest", log_path.to_str().unwrap()]);
+    let patch = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for line in [
+        "egress:\n  allow:\n    - \"pypi.org\"  # 3 refusals",
+        "  \"gh\":\n    hosts:\n      - \"uploads.github.com\"  # 2 refusals, toward a host no grant names",
+        "    in:\n      - \"query\"  # 1 refusal, in a place the grant lacks",
+        "#   \"gh\": \"api.github.com body\"",
+    ] {
+        assert!(patch.contains(line), "{line:?} not in:\n{patch}");
+    }
+    assert!(
+        !patch.contains("api.github.com header"),
+        "a used grant: {patch}"
+    );
+    // Merged onto a bare declaration it parses: the one error is the secret's missing source.
+    let merged = dir.0.join("merged.yaml");
+    std::fs::write(&merged, format!("version: 1\n{patch}")).unwrap();
+    let check = sluice(&["check", "--json", merged.to_str().unwrap()]);
+    let verdict: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let codes: Vec<&str> = verdict["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["no-source"], "{verdict}");
+}

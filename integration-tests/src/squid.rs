@@ -81,8 +81,16 @@ http_access deny !authed
         }
         conf.push_str("http_access allow all\n");
         std::fs::write(d.join("squid.conf"), conf).unwrap();
+        // A service name of its own: Squids of tests running at once would share their
+        // shared-memory segments (named after it) otherwise.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let service = format!(
+            "sluice{}x{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
         let child = Command::new(squid_binary())
-            .args(["-N", "-f"])
+            .args(["-N", "-n", &service, "-f"])
             .arg(d.join("squid.conf"))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("stderr")).unwrap())
@@ -118,7 +126,18 @@ http_access deny !authed
 }
 
 impl Drop for Squid {
+    /// SIGTERM first, so that Squid removes its shared-memory segments; SIGKILL after 5 s.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

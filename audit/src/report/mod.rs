@@ -35,9 +35,11 @@ use super::verify::scan_logs;
 use super::{ChainError, Counts, EventKind, Line};
 
 mod fix;
+mod grants;
 mod html;
 mod timeline;
 
+pub use grants::Suggestions;
 pub use timeline::{Bucket, MAX_BUCKETS, Timeline};
 
 /// How many rows a list shows; the rest is counted in its `more`.
@@ -87,6 +89,9 @@ pub struct Report {
     pub unused_grants: Vec<Named>,
     /// Grants beyond [`Report::unused_grants`].
     pub more_unused_grants: More,
+    /// What the refusals and the unused grants suggest changing in the declaration
+    /// (`sluice audit suggest`), every entry.
+    pub suggestions: Suggestions,
     /// Minted credentials (`mint` events), by secret and outcome: tokens minted per grant,
     /// mints refused per code, the sandbox's own token requests answered.
     pub mints: Vec<Named>,
@@ -309,10 +314,7 @@ struct Tally {
     withheld: std::collections::BTreeSet<String>,
     materialized: HashMap<(String, String), u64>,
     mints: HashMap<(String, String), u64>,
-    /// `(secret, host pattern, place)` of every grant a `start` event declared.
-    granted: std::collections::BTreeSet<(String, String, String)>,
-    /// `(secret, host, place)` of every `swap`.
-    swapped: std::collections::HashSet<(String, String, String)>,
+    grants: grants::Grants,
     reloads: Vec<Reload>,
     reload_count: u64,
     minutes: timeline::Minutes,
@@ -351,15 +353,8 @@ impl Tally {
             });
             self.withheld
                 .extend(line.withheld.iter().flatten().cloned());
-            for (secret, grants) in line.grants.iter().flatten() {
-                for grant in grants {
-                    if let Some((host, place)) = grant.split_once(' ') {
-                        let key = (secret.clone(), host.to_owned(), place.to_owned());
-                        self.granted.insert(key);
-                    }
-                }
-            }
         }
+        self.grants.line(line);
         if let Some(run) = runs.last_mut() {
             run.ended.clone_from(&line.ts);
         }
@@ -367,12 +362,6 @@ impl Tally {
         let name = |field: &Option<String>| field.clone().unwrap_or_default();
         match line.event {
             EventKind::Swap | EventKind::Verbatim | EventKind::Redact => {
-                if line.event == EventKind::Swap {
-                    let place = name(&line.location);
-                    let place = place.split(':').next().unwrap_or_default().to_owned();
-                    let host = name(&line.host);
-                    self.swapped.insert((name(&line.secret), host, place));
-                }
                 let host = line.host.clone().or_else(|| line.location.clone());
                 let flow = self.flow(name(&line.secret), host.unwrap_or_default());
                 match line.event {
@@ -494,20 +483,8 @@ impl Tally {
         let mut denied = named_pairs(self.denied);
         let more_denied = more(denied.iter().skip(TOP_DENIED).map(|d| d.count));
         denied.truncate(TOP_DENIED);
-        let mut unused_grants: Vec<Named> =
-            self.granted
-                .iter()
-                .filter(|(secret, pattern, place)| {
-                    !self.swapped.iter().any(|(s, host, p)| {
-                        s == secret && p == place && host_matches(pattern, host)
-                    })
-                })
-                .map(|(secret, pattern, place)| Named {
-                    name: secret.clone(),
-                    detail: format!("{pattern} {place}"),
-                    count: 0,
-                })
-                .collect();
+        let suggestions = self.grants.suggestions();
+        let mut unused_grants = suggestions.unused.clone();
         let more_unused_grants = more(unused_grants.iter().skip(TOP_MATERIALIZED).map(|_| 0));
         unused_grants.truncate(TOP_MATERIALIZED);
         let mut mints = named_pairs(self.mints);
@@ -538,6 +515,7 @@ impl Tally {
             more_mints,
             unused_grants,
             more_unused_grants,
+            suggestions,
             reloads: self.reloads,
             more_reloads: More {
                 rows: self.reload_count - reloads_shown,
@@ -564,38 +542,6 @@ fn top(counts: HashMap<String, u64>, n: usize) -> Vec<Named> {
 }
 
 /// (name, detail) counts as rows, the most frequent first.
-/// Whether a `swap` event's host (`name` or `name:port`) is one a grant's host pattern
-/// (`name`, `*.suffix`, either with `:port`) names, as the grant decision reads patterns.
-fn host_matches(pattern: &str, host: &str) -> bool {
-    let split = |text: &str| -> (String, Option<String>) {
-        match text.rsplit_once(':') {
-            Some((name, port))
-                if port.bytes().all(|b| b.is_ascii_digit()) && !name.ends_with(':') =>
-            {
-                (
-                    name.trim_matches(['[', ']']).to_ascii_lowercase(),
-                    Some(port.to_owned()),
-                )
-            }
-            _ => (text.trim_matches(['[', ']']).to_ascii_lowercase(), None),
-        }
-    };
-    let ((pattern_name, pattern_port), (host_name, host_port)) = (split(pattern), split(host));
-    let port_ok = match (&pattern_port, &host_port) {
-        (Some(want), Some(got)) => want == got,
-        (Some(want), None) => want == "443",
-        (None, _) => true,
-    };
-    let name_ok = match pattern_name.strip_prefix("*.") {
-        Some(suffix) => host_name
-            .strip_suffix(suffix)
-            .and_then(|head| head.strip_suffix('.'))
-            .is_some_and(|head| !head.is_empty()),
-        None => pattern_name == host_name,
-    };
-    port_ok && name_ok
-}
-
 /// A `mint` event's reason without what varies per event (a token's lifetime, the
 /// placeholder's name): `minted refresh_token`, `refused jwt_bearer: invalid_grant`,
 /// `answered the sandbox's refresh_token request`.
@@ -608,6 +554,7 @@ fn mint_outcome(reason: &str) -> String {
     reason[..end].to_owned()
 }
 
+/// (name, detail) counts as rows, the most frequent first.
 fn named_pairs(counts: HashMap<(String, String), u64>) -> Vec<Named> {
     let mut named: Vec<Named> = counts
         .into_iter()

@@ -469,7 +469,7 @@ fn grants_no_swap_used_are_listed_for_narrowing() {
 
 #[test]
 fn a_host_pattern_matches_as_the_grant_decision_reads_it() {
-    use super::host_matches;
+    use super::grants::host_matches;
     assert!(host_matches("api.github.com", "api.github.com"));
     assert!(host_matches("api.github.com", "API.github.com:443"));
     assert!(host_matches("*.example.com", "a.b.example.com"));

@@ -1,5 +1,6 @@
-//! `sluice audit verify`, `sluice audit summary` and `sluice audit report`: the reviewer's
-//! commands over audit logs. They read the logs and never write them.
+//! `sluice audit verify`, `sluice audit summary`, `sluice audit report` and `sluice audit
+//! suggest`: the reviewer's commands over audit logs. They read the logs and never write
+//! them.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -121,4 +122,104 @@ pub(crate) fn report(args: &super::AuditReportArgs) -> ExitCode {
         eprintln!("sluice audit report: a chain is broken; the page says where");
         ExitCode::FAILURE
     }
+}
+
+/// `sluice audit suggest LOG...`: a declaration patch, as YAML a person reviews before
+/// merging it into the declaration: `egress.allow` entries for hosts refused as not allowed,
+/// `hosts` and `in` entries for placeholders refused for a missing grant, and, as comments,
+/// the grants no run used. Each entry says how many events are behind it. Every scalar is
+/// written as a quoted string, so that no host or name can change the YAML's shape.
+pub(crate) fn suggest(args: &super::AuditFileArgs) -> ExitCode {
+    let report = match audit::report::build(&args.logs) {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("sluice audit suggest: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let times = |count: u64| {
+        if count == 1 {
+            "1 refusal".to_owned()
+        } else {
+            format!("{count} refusals")
+        }
+    };
+    let s = &report.suggestions;
+    let mut out = format!(
+        "# sluice audit suggest: from {} run(s); review each entry before merging it into the declaration.\n",
+        report.totals.runs
+    );
+    if !s.allow.is_empty() {
+        out.push_str("# Hosts refused as not allowed: reachable without a secret here, or add them to the\n# hosts of the secret they were meant for instead.\negress:\n  allow:\n");
+        for host in &s.allow {
+            out.push_str(&format!(
+                "    - {}  # {}\n",
+                quoted(&host.name),
+                times(host.count)
+            ));
+        }
+    }
+    let mut secrets: std::collections::BTreeMap<&str, (Vec<String>, Vec<String>)> =
+        std::collections::BTreeMap::new();
+    for row in &s.hosts {
+        let line = format!(
+            "      - {}  # {}, toward a host no grant names",
+            quoted(&row.detail),
+            times(row.count)
+        );
+        secrets.entry(&row.name).or_default().0.push(line);
+    }
+    for row in &s.places {
+        let line = format!(
+            "      - {}  # {}, in a place the grant lacks",
+            quoted(&row.detail),
+            times(row.count)
+        );
+        secrets.entry(&row.name).or_default().1.push(line);
+    }
+    if !secrets.is_empty() {
+        out.push_str(
+            "# Placeholders refused for a missing grant: add to each secret's lists.\nsecrets:\n",
+        );
+        for (secret, (hosts, places)) in secrets {
+            out.push_str(&format!("  {}:\n", quoted(secret)));
+            if !hosts.is_empty() {
+                out.push_str("    hosts:\n");
+                hosts
+                    .iter()
+                    .for_each(|line| out.push_str(&format!("{line}\n")));
+            }
+            if !places.is_empty() {
+                out.push_str("    in:\n");
+                places
+                    .iter()
+                    .for_each(|line| out.push_str(&format!("{line}\n")));
+            }
+        }
+    }
+    if !s.unused.is_empty() {
+        out.push_str("# Grants no run used: candidates to remove (secret: host place).\n");
+        for row in &s.unused {
+            out.push_str(&format!(
+                "#   {}: {}\n",
+                quoted(&row.name),
+                quoted(&row.detail)
+            ));
+        }
+    }
+    if s.allow.is_empty() && secrets_empty(s) && s.unused.is_empty() {
+        out.push_str(
+            "# Nothing to suggest: no refusal for want of a grant, and every grant was used.\n",
+        );
+    }
+    if let Err(err) = std::io::stdout().lock().write_all(out.as_bytes()) {
+        eprintln!("sluice audit suggest: {err}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn secrets_empty(s: &audit::report::Suggestions) -> bool {
+    s.hosts.is_empty() && s.places.is_empty()
 }

@@ -372,6 +372,10 @@ enum AuditCommand {
     /// Write the reviewers' report: one self-contained HTML page (or JSON) of what the
     /// logs hold, their verdict first.
     Report(AuditReportArgs),
+    /// Print a declaration patch a person can review, from what the runs refused (hosts not
+    /// allowed, placeholders missing a host or place grant) and the grants no run used.
+    /// Changes no file; prints no value.
+    Suggest(AuditFileArgs),
 }
 
 /// Arguments of `sluice completions`.
@@ -427,6 +431,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args),
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
         Command::Audit(AuditCommand::Report(args)) => audit::report(&args),
+        Command::Audit(AuditCommand::Suggest(args)) => audit::suggest(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Completions(args) => {
             let mut command = public_command();
