@@ -55,6 +55,7 @@ secrets:
     in: [header, body]
     sinks: [egress]
 egress:
+  allow: [plain.test]
   allow_ips: [\"127.0.0.1/32\"]
 ",
         dir.join("token").display()
@@ -68,13 +69,43 @@ async fn every_upstream_connection_goes_through_squid_but_no_proxy_hosts() {
     let api = RecordingUpstream::start(&pki, &["api.test"], &[b"h2", b"http/1.1"]).await;
     let direct = RecordingUpstream::start(&pki, &["direct.test"], &[b"http/1.1"]).await;
     let squid = Squid::start(&SquidConfig {
-        hosts: &["api.test", "blocked.test"],
+        hosts: &["api.test", "blocked.test", "plain.test"],
         user: Some(("alice", PASSWORD)),
         denied: Some("blocked.test"),
     });
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     declaration(d);
+    // A plain-HTTP origin: Python's own file server over a directory of one file.
+    let served = d.join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::write(served.join("hello.txt"), "hello in the clear\n").unwrap();
+    let plain_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut plain = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &plain_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .current_dir(&served)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", plain_port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "python's http.server did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     std::fs::write(d.join("body"), format!("echo {TOKEN}")).unwrap();
     let proxy_url = format!("http://alice:{PASSWORD}@127.0.0.1:{}", squid.port());
     let (api_url, direct_url) = (
@@ -86,12 +117,24 @@ async fn every_upstream_connection_goes_through_squid_but_no_proxy_hosts() {
         "curl -sS --http1.1 -H \"Authorization: Bearer $API_TOKEN\" --data-binary @body {api_url}; echo
 curl -sS --http2 -H \"Authorization: Bearer $API_TOKEN\" --data-binary @body {api_url}; echo
 curl -sS -H \"Authorization: Bearer $API_TOKEN\" {direct_url}; echo
-curl -sS -D - -H \"Authorization: Bearer $API_TOKEN\" {blocked}; echo"
+curl -sS -D - -H \"Authorization: Bearer $API_TOKEN\" {blocked}; echo
+curl -sS http://plain.test:{plain_port}/hello.txt"
     );
     let out = run(&pki, d, &proxy_url, &script).await;
+    let _ = plain.kill();
+    let _ = plain.wait();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    // Plain HTTP went through Squid in absolute form, with the credentials.
+    assert!(stdout.contains("hello in the clear"), "{stdout}\n{stderr}");
+    assert!(
+        squid
+            .access_log()
+            .contains(&format!("GET http://plain.test:{plain_port}/hello.txt")),
+        "{}",
+        squid.access_log()
+    );
 
     // The origin received the real value over both protocols, through Squid.
     let records = api.records();

@@ -66,7 +66,12 @@ impl Dialer {
         };
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
         if !tls {
-            let tcp = self.dial(&host, port).await?;
+            // Plain HTTP through the egress proxy is a connection to the proxy itself, its
+            // requests in absolute form (the pool writes them so).
+            let tcp = match self.proxy_for_plain(&host, port) {
+                Some(via) => self.dial_proxy(via).await?,
+                None => self.dial(&host, port).await?,
+            };
             return Ok(UpstreamConn::Plain(TokioIo::new(tcp)));
         }
         self.connect_tls(&host, port, tls_config).await
@@ -110,23 +115,42 @@ impl Dialer {
         if let Some(via) = &self.common.via
             && !via.bypasses(host, port)
         {
-            let (proxy_host, proxy_port) = via.address();
-            let stream =
-                self.dial_direct(proxy_host, proxy_port)
-                    .await
-                    .map_err(|error| match error {
-                        // Refused by the address policy: said as it is, naming the proxy's address.
-                        blocked @ UpstreamError::Blocked { .. } => blocked,
-                        other => UpstreamError::ProxyUnreachable {
-                            proxy: format!("{proxy_host}:{proxy_port}"),
-                            why: other.to_string(),
-                        },
-                    })?;
+            let stream = self.dial_proxy(via).await?;
             return via
                 .tunnel(stream, host, port, self.common.timeouts.connect)
                 .await;
         }
         self.dial_direct(host, port).await
+    }
+
+    /// The egress proxy a plain-HTTP request to `host:port` goes through, if any.
+    pub(super) fn proxy_for_plain(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Option<&super::via::UpstreamProxy> {
+        self.common
+            .via
+            .as_deref()
+            .filter(|via| !via.bypasses(host, port))
+    }
+
+    /// A TCP connection to the egress proxy itself, under the address policy.
+    async fn dial_proxy(
+        &self,
+        via: &super::via::UpstreamProxy,
+    ) -> Result<TcpStream, UpstreamError> {
+        let (proxy_host, proxy_port) = via.address();
+        self.dial_direct(proxy_host, proxy_port)
+            .await
+            .map_err(|error| match error {
+                // Refused by the address policy: said as it is, naming the proxy's address.
+                blocked @ UpstreamError::Blocked { .. } => blocked,
+                other => UpstreamError::ProxyUnreachable {
+                    proxy: format!("{proxy_host}:{proxy_port}"),
+                    why: other.to_string(),
+                },
+            })
     }
 
     /// Resolves, checks and dials `host:port` itself.

@@ -118,12 +118,30 @@ impl Http1Pool {
             Some(sender) => (sender, true),
             None => (self.dial(&uri).await.map_err(SendError::Dial)?, false),
         };
-        // HTTP/1.1 to an origin server: the request line carries the path alone.
-        let path = uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        *request.uri_mut() = Uri::from(path);
+        // Plain HTTP through the egress proxy: the request line keeps the absolute URI, and
+        // the proxy's credentials ride along; to an origin server, the path alone.
+        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
+        let port = uri.port_u16().unwrap_or(80);
+        let via = (!origin.https)
+            .then(|| self.dialer.proxy_for_plain(host, port))
+            .flatten();
+        match via {
+            Some(via) => {
+                if let Some(authorization) = via.authorization() {
+                    request
+                        .headers_mut()
+                        .insert(http::header::PROXY_AUTHORIZATION, authorization);
+                }
+            }
+            None => {
+                let path = uri
+                    .path_and_query()
+                    .cloned()
+                    .unwrap_or_else(|| PathAndQuery::from_static("/"));
+                *request.uri_mut() = Uri::from(path);
+            }
+        }
+        let proxy_name = via.map(super::via::UpstreamProxy::name);
         let response = match sender.try_send_request(request).await {
             Ok(response) => response,
             Err(mut error) => match error.take_message() {
@@ -140,6 +158,13 @@ impl Http1Pool {
             },
         };
         self.checkin(origin, sender);
+        // The proxy's own refusal of its credentials is sluice's failure, not the origin's
+        // answer: never passed on as a 407 the sandbox would take for sluice's.
+        if let Some(proxy) = proxy_name
+            && response.status() == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED
+        {
+            return Err(SendError::Dial(UpstreamError::ProxyAuth { proxy }));
+        }
         Ok(response)
     }
 

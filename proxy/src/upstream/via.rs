@@ -151,6 +151,19 @@ impl UpstreamProxy {
         (&self.host, self.port)
     }
 
+    /// `Proxy-Authorization` for a request in absolute form, when the URL had credentials.
+    pub(crate) fn authorization(&self) -> Option<http::HeaderValue> {
+        let value = self.authorization.as_deref()?;
+        let mut header = http::HeaderValue::from_str(value).ok()?;
+        header.set_sensitive(true);
+        Some(header)
+    }
+
+    /// The proxy's `host:port`, as errors name it.
+    pub(crate) fn name(&self) -> String {
+        format!("{}:{}", bracketed(&self.host), self.port)
+    }
+
     /// Whether `host:port` is dialled directly (`NO_PROXY`).
     pub(crate) fn bypasses(&self, host: &str, port: u16) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
