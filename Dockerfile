@@ -3,6 +3,8 @@
 # The sluice proxy image: `sluice serve` as a non-root user, the run directory as a volume.
 #
 #   docker build -t sluice .
+#   podman build --format docker -t sluice .   # podman/buildah: Docker's format keeps the
+#                                              # HEALTHCHECK (the OCI format drops it)
 #   docker run --rm -p 3128:3128 -e GITHUB_TOKEN \
 #     -v "$PWD/policy.yaml:/etc/sluice/policy.yaml:ro" -v sluice-run:/run/sluice sluice
 #
