@@ -33,7 +33,8 @@ const API_VERSION: &str = "2022-11-28";
 /// GitHub's answer to a token request, as far as sluice reads it.
 #[derive(Deserialize)]
 struct Answer {
-    token: String,
+    /// Zeroized however the answer is used (or refused).
+    token: Zeroizing<String>,
     expires_at: String,
     #[serde(default)]
     permissions: std::collections::BTreeMap<String, String>,
@@ -57,7 +58,8 @@ pub(crate) async fn mint(
             .map(|(name, level)| (name.clone(), serde_json::Value::from(level.as_str())))
             .collect::<serde_json::Map<_, _>>(),
     });
-    let request = request(Method::POST, token_url, &format!("Bearer {}", jwt.as_str()))?
+    let authorization = Zeroizing::new(format!("Bearer {}", jwt.as_str()));
+    let request = request(Method::POST, token_url, &authorization)?
         .body(serde_json::to_vec(&body).unwrap_or_default())
         .map_err(|_| MintFailure::Unusable("the token URL does not parse"))?;
     let response = send(upstream, request, TokenBody::Form)
@@ -68,7 +70,7 @@ pub(crate) async fn mint(
     }
     let answer: Answer = serde_json::from_slice(response.body())
         .map_err(|_| MintFailure::NotAToken("not JSON, or no token in it"))?;
-    let token = Zeroizing::new(answer.token);
+    let token = answer.token;
     if token.is_empty() {
         return Err(MintFailure::NotAToken("an empty token"));
     }
@@ -94,7 +96,8 @@ pub(crate) async fn revoke(
     token: &str,
 ) -> Result<(), MintFailure> {
     let url = format!("{}/installation/token", app.api());
-    let request = request(Method::DELETE, &url, &format!("token {token}"))?
+    let authorization = Zeroizing::new(format!("token {token}"));
+    let request = request(Method::DELETE, &url, &authorization)?
         .body(Vec::new())
         .map_err(|_| MintFailure::Unusable("the API URL does not parse"))?;
     let response = send(upstream, request, TokenBody::Form)
@@ -112,8 +115,9 @@ fn request(
     url: &str,
     authorization: &str,
 ) -> Result<http::request::Builder, MintFailure> {
-    let authorization = HeaderValue::from_str(authorization)
+    let mut authorization = HeaderValue::from_str(authorization)
         .map_err(|_| MintFailure::Unusable("a credential that cannot be a header"))?;
+    authorization.set_sensitive(true);
     Ok(Request::builder()
         .method(method)
         .uri(url)

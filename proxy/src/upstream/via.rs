@@ -102,15 +102,19 @@ impl UpstreamProxy {
         let authorization = userinfo.map(|userinfo| {
             let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
             let decode = |s: &str| {
-                percent_encoding::percent_decode_str(s)
-                    .decode_utf8_lossy()
-                    .into_owned()
+                Zeroizing::new(
+                    percent_encoding::percent_decode_str(s)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                )
             };
-            let pair = Zeroizing::new(format!("{}:{}", decode(user), decode(password)));
-            Zeroizing::new(format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
-            ))
+            let (user, password) = (decode(user), decode(password));
+            let pair = Zeroizing::new(format!("{}:{}", user.as_str(), password.as_str()));
+            // Sized once: no reallocation leaves an unwiped copy of the encoded password.
+            let mut value = Zeroizing::new(String::with_capacity(6 + pair.len() * 4 / 3 + 4));
+            value.push_str("Basic ");
+            base64::engine::general_purpose::STANDARD.encode_string(pair.as_bytes(), &mut *value);
+            value
         });
         Ok(UpstreamProxy {
             host: host.to_ascii_lowercase(),

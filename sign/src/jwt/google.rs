@@ -44,7 +44,8 @@ struct KeyFile {
     #[serde(rename = "type")]
     kind: Option<String>,
     client_email: Option<String>,
-    private_key: Option<String>,
+    /// Zeroized however the file is refused (a file of the wrong type still holds a key).
+    private_key: Option<Zeroizing<String>>,
     private_key_id: Option<String>,
     token_uri: Option<String>,
 }
@@ -83,10 +84,9 @@ impl ServiceAccount {
             .client_email
             .filter(|email| !email.is_empty())
             .ok_or(JwtError::KeyFile("the key file has no \"client_email\""))?;
-        let pem = Zeroizing::new(
-            file.private_key
-                .ok_or(JwtError::KeyFile("the key file has no \"private_key\""))?,
-        );
+        let pem = file
+            .private_key
+            .ok_or(JwtError::KeyFile("the key file has no \"private_key\""))?;
         Ok(ServiceAccount {
             client_email,
             private_key_id: file.private_key_id.filter(|id| !id.is_empty()),
