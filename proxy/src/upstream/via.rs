@@ -113,7 +113,7 @@ impl UpstreamProxy {
             // Sized once: no reallocation leaves an unwiped copy of the encoded password.
             let mut value = Zeroizing::new(String::with_capacity(6 + pair.len() * 4 / 3 + 4));
             value.push_str("Basic ");
-            base64::engine::general_purpose::STANDARD.encode_string(pair.as_bytes(), &mut *value);
+            base64::engine::general_purpose::STANDARD.encode_string(pair.as_bytes(), &mut value);
             value
         });
         Ok(UpstreamProxy {
