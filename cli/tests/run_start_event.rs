@@ -31,7 +31,13 @@ fn the_start_event_and_the_report_name_every_escape_hatch_the_run_was_started_wi
             "--upstream-ca",
             "extra-ca.pem",
         ])
-        .args(["--", "sh", "-c", "echo started with a quoted argument"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo started with a quoted argument",
+            "ghp_TypedByHandTypedByHandTypedByHand1234",
+        ])
         .current_dir(d)
         .env("MY_TOKEN", "passed-on-purpose-0123456789")
         .env("GH_TEST", "gh-test-value-0123456789")
@@ -57,8 +63,10 @@ fn the_start_event_and_the_report_name_every_escape_hatch_the_run_was_started_wi
     assert_eq!(settings["upstream_ca"], "extra-ca.pem");
     assert_eq!(
         settings["argv"],
-        "sh -c 'echo started with a quoted argument'"
+        "sh -c 'echo started with a quoted argument' <elided: looks like a credential>"
     );
+    // A credential typed as it is, which no declaration names, never reaches the log.
+    assert!(!audit.contains("TypedByHand"), "{audit}");
     assert!(!audit.contains("passed-on-purpose"), "{audit}");
     // What the declaration granted, for the report's "never used" list.
     assert_eq!(

@@ -4,6 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use std::os::unix::ffi::OsStrExt;
+
+use sluice_policies::credentials::credential_shape;
 use sluice_policies::{Policy, Sink};
 
 use super::LaunchConfig;
@@ -60,7 +63,8 @@ pub(super) fn reload_gate(started: &Policy) -> sluice_proxy::ReloadGate {
 /// How this run was started, for the `start` audit event: every setting that widens or
 /// narrows what the command gets (the jail, `--pass-env`, `--clear-env`, `--resolve`,
 /// `--upstream-ca`, `--watch`, `--admin`) and the command's argv (which held no known value
-/// and no withheld one, or the launch was refused). Only what was set is written; the jail
+/// and no withheld one, or the launch was refused; an argument with a credential's shape is
+/// elided). Only what was set is written; the jail
 /// always.
 pub(super) fn start_settings(config: &LaunchConfig) -> BTreeMap<String, String> {
     let mut settings = BTreeMap::new();
@@ -105,6 +109,12 @@ pub(super) fn start_settings(config: &LaunchConfig) -> BTreeMap<String, String> 
         .command
         .iter()
         .map(|arg| {
+            // A known or withheld value in argv refused the launch already; a credential the
+            // operator typed as it is, which no declaration names, is elided here: the log
+            // never holds a credential's shape either.
+            if credential_shape(arg.as_bytes()).is_some() {
+                return "<elided: looks like a credential>".to_owned();
+            }
             let arg = arg.to_string_lossy();
             if arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || c == '\'') {
                 format!("'{}'", arg.replace('\'', "'\\''"))
