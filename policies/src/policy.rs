@@ -288,7 +288,21 @@ impl Policy {
         &self.signers
     }
 
-    /// The minted secrets (`oauth2:`), in declaration order; each part's secret stands in
+    /// Each secret a runtime serving only `served` leaves unserved
+    /// ([`SecretDecl::unserved_by`]), as `secret NAME asks for SINK, SINK`: the words every
+    /// runtime's refusal (or warning) names them with.
+    pub fn unserved(&self, served: &[Sink]) -> Vec<String> {
+        self.secrets
+            .iter()
+            .filter(|decl| decl.unserved_by(served))
+            .map(|decl| {
+                let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
+                format!("secret {} asks for {}", decl.name(), sinks.join(", "))
+            })
+            .collect()
+    }
+
+    /// The minted secrets (`oauth2:`, `github_app:`), in declaration order; each part's secret stands in
     /// [`Policy::secrets`] where it was declared (the access token under the secret's name).
     pub fn minters(&self) -> &[MinterDecl] {
         &self.minters

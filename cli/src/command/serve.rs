@@ -54,19 +54,11 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     // A reload may not bring a secret nothing would serve, as the start may not.
     if args.proxy.admin.is_none() {
         config.reload_gate = Some(std::sync::Arc::new(|next: &sluice_policies::Policy| {
-            let unserved: Vec<&str> = next
-                .secrets()
-                .iter()
-                .filter(|decl| decl.unserved_by(&[sluice_policies::Sink::Egress]))
-                .map(|decl| decl.name())
-                .collect();
+            let unserved = next.unserved(&[sluice_policies::Sink::Egress]);
             if unserved.is_empty() {
                 Ok(())
             } else {
-                Err(format!(
-                    "secrets {} ask only for sinks this proxy does not serve, and no admin endpoint is on for a host engine to serve them",
-                    unserved.join(", ")
-                ))
+                Err(unserved_refusal(&unserved))
             }
         }));
     }
@@ -126,15 +118,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
 /// without one nothing would ever serve them, so the start is refused, naming each. `false`
 /// when refused.
 fn unserved_said(policy: &sluice_policies::Policy, admin: Option<std::net::SocketAddr>) -> bool {
-    let unserved: Vec<String> = policy
-        .secrets()
-        .iter()
-        .filter(|decl| decl.unserved_by(&[sluice_policies::Sink::Egress]))
-        .map(|decl| {
-            let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
-            format!("secret {} asks for {}", decl.name(), sinks.join(", "))
-        })
-        .collect();
+    let unserved = policy.unserved(&[sluice_policies::Sink::Egress]);
     match admin {
         _ if unserved.is_empty() => true,
         Some(addr) => {
@@ -146,10 +130,7 @@ fn unserved_said(policy: &sluice_policies::Policy, admin: Option<std::net::Socke
             true
         }
         None => {
-            eprintln!(
-                "sluice serve: error: {}: this proxy swaps egress only, and no admin endpoint is on for a host engine to serve them; grant egress, write `sinks: []` for redact-only, run the command under `sluice run` (command, file), or start with --admin ADDR for a host engine",
-                unserved.join("; ")
-            );
+            eprintln!("sluice serve: error: {}", unserved_refusal(&unserved));
             false
         }
     }
@@ -261,4 +242,13 @@ async fn serve_until_signalled(proxy: &sluice_proxy::Proxy, run_dir: &Path) {
             }
         }
     }
+}
+
+/// Why a declaration with secrets only a launcher or a host engine serves is refused here
+/// (at start, or at a reload), naming each.
+fn unserved_refusal(unserved: &[String]) -> String {
+    format!(
+        "{}: this proxy swaps egress only, and no admin endpoint is on for a host engine to serve them; grant egress, write `sinks: []` for redact-only, run the command under `sluice run` (command, file), or start with --admin ADDR for a host engine",
+        unserved.join("; ")
+    )
 }

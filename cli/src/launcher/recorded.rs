@@ -28,17 +28,14 @@ pub(super) fn reload_gate(started: &Policy) -> sluice_proxy::ReloadGate {
         })
         .collect();
     std::sync::Arc::new(move |next: &Policy| {
-        let mut problems = Vec::new();
+        let mut problems: Vec<String> = next
+            .unserved(&Sink::LAUNCHER)
+            .into_iter()
+            .map(|secret| format!("{secret}, which `sluice run` never serves"))
+            .collect();
+        // (A secret the launcher never serves has neither `command` nor `file`.)
         for decl in next.secrets() {
             let name = decl.name();
-            if decl.unserved_by(&Sink::LAUNCHER) {
-                let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
-                problems.push(format!(
-                    "secret {name} asks for {}, which `sluice run` never serves",
-                    sinks.join(", ")
-                ));
-                continue;
-            }
             let (had_command, had_file) = handed.get(name).copied().unwrap_or_default();
             for (sink, had) in [(Sink::Command, had_command), (Sink::File, had_file)] {
                 if !had && next.may_sink(name, sink).is_ok() {

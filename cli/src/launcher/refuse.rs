@@ -15,15 +15,7 @@ use super::LaunchError;
 /// Refuses a declaration with secrets whose sinks the launcher does not serve (`prompt`,
 /// `agent`, `params` alone): the command would get a placeholder that nothing resolves.
 pub(super) fn refuse_unserved(policy: &Policy) -> Result<(), LaunchError> {
-    let unserved: Vec<String> = policy
-        .secrets()
-        .iter()
-        .filter(|decl| decl.unserved_by(&Sink::LAUNCHER))
-        .map(|decl| {
-            let sinks: Vec<&str> = decl.sinks().iter().map(|sink| sink.as_str()).collect();
-            format!("secret {} asks for {}", decl.name(), sinks.join(", "))
-        })
-        .collect();
+    let unserved = policy.unserved(&Sink::LAUNCHER);
     if unserved.is_empty() {
         Ok(())
     } else {

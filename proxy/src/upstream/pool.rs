@@ -120,10 +120,12 @@ impl Http1Pool {
         };
         // Plain HTTP through the egress proxy: the request line keeps the absolute URI, and
         // the proxy's credentials ride along; to an origin server, the path alone.
-        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
-        let port = uri.port_u16().unwrap_or(80);
         let via = (!origin.https)
-            .then(|| self.dialer.proxy_for_plain(host, port))
+            .then(|| {
+                let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
+                self.dialer
+                    .proxy_for_plain(host, uri.port_u16().unwrap_or(80))
+            })
             .flatten();
         match via {
             Some(via) => {
