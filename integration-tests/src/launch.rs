@@ -271,3 +271,47 @@ pub fn node_dir() -> PathBuf {
     );
     dir
 }
+
+/// `sluice run` (in its jail) of `sh -c SCRIPT` over a declaration a test wrote itself: the
+/// declaration, the audit log, the test PKI's CA for upstreams, names pinned to 127.0.0.1,
+/// the working directory and variables of sluice's own environment.
+pub struct ScriptRun {
+    /// The declaration file.
+    pub policy: PathBuf,
+    /// Where the audit log goes.
+    pub audit: PathBuf,
+    /// The upstreams' CA (`--upstream-ca`).
+    pub ca: PathBuf,
+    /// Names pinned to 127.0.0.1 (`--resolve NAME=127.0.0.1`).
+    pub resolve: Vec<String>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Variables set in sluice's environment (the command's, as the launcher passes them).
+    pub env: Vec<(String, String)>,
+}
+
+impl ScriptRun {
+    /// Runs `script`, off the async runtime, and returns what `sluice run` printed and its
+    /// status.
+    pub async fn run(&self, script: &str) -> std::process::Output {
+        let mut command = Command::new(sluice_bin());
+        command
+            .arg("run")
+            .arg("--policy")
+            .arg(&self.policy)
+            .arg("--audit-log")
+            .arg(&self.audit)
+            .arg("--upstream-ca")
+            .arg(&self.ca);
+        for name in &self.resolve {
+            command.args(["--resolve", &format!("{name}=127.0.0.1")]);
+        }
+        command
+            .args(["--", "sh", "-c", script])
+            .current_dir(&self.cwd)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        tokio::task::spawn_blocking(move || command.output().expect("sluice run starts"))
+            .await
+            .expect("the sluice run task")
+    }
+}

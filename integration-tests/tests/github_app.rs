@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sluice_integration_tests::git::git;
-use sluice_integration_tests::launch::{node_dir, require_program};
+use sluice_integration_tests::launch::{ScriptRun, node_dir, require_program};
 use sluice_integration_tests::{GithubApi, GithubConfig, TestPki, sluice_bin};
 
 const KEY: &str = include_str!("../../sign/tests/fixtures/rsa-2048.pem");
@@ -110,34 +110,26 @@ impl Fixture {
 
     /// `sluice run` (jailed) with `script` under `sh -c`, its audit log at `audit.jsonl`.
     async fn run(&self, script: &str) -> Output {
-        let (policy, ca, audit) = (
-            self.path("policy.yaml"),
-            self.pki.ca_path(),
-            self.path("audit.jsonl"),
-        );
-        let (script, cwd, home) = (script.to_owned(), self.path("work"), self.path("home"));
+        let cwd = self.path("work");
         std::fs::create_dir_all(&cwd).unwrap();
-        tokio::task::spawn_blocking(move || {
-            Command::new(sluice_bin())
-                .arg("run")
-                .arg("--policy")
-                .arg(&policy)
-                .arg("--audit-log")
-                .arg(&audit)
-                .arg("--upstream-ca")
-                .arg(&ca)
-                .args(["--resolve", "api.github.test=127.0.0.1"])
-                .args(["--resolve", "github.test=127.0.0.1"])
-                .args(["--", "sh", "-c", &script])
-                .current_dir(cwd)
-                .env("HOME", home)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_TERMINAL_PROMPT", "0")
-                .output()
-                .unwrap()
-        })
+        let home = self.path("home").display().to_string();
+        ScriptRun {
+            policy: self.path("policy.yaml"),
+            audit: self.path("audit.jsonl"),
+            ca: self.pki.ca_path(),
+            resolve: vec!["api.github.test".into(), "github.test".into()],
+            cwd,
+            env: [
+                ("HOME", home.as_str()),
+                ("GIT_CONFIG_NOSYSTEM", "1"),
+                ("GIT_TERMINAL_PROMPT", "0"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        }
+        .run(script)
         .await
-        .unwrap()
     }
 
     /// Asserts that no token GitHub issued, and no line of the App's key, is in `text`.

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use sluice_integration_tests::launch::python_venv;
+use sluice_integration_tests::launch::{ScriptRun, python_venv};
 use sluice_integration_tests::{Fault, IdentityProvider, IdpConfig, TestPki, sluice_bin};
 
 const CLIENT_ID: &str = "sluice-test-client";
@@ -75,34 +75,16 @@ impl Fixture {
 
     /// `sluice run` with `script` under `sh -c`, its audit log at `audit`.
     async fn run(&self, script: &str, audit: &str) -> Output {
-        let (policy, ca, audit) = (
-            self.path("policy.yaml"),
-            self.pki.ca_path(),
-            self.path(audit),
-        );
-        let (script, cwd) = (script.to_owned(), self.dir.path().to_owned());
-        tokio::task::spawn_blocking(move || {
-            Command::new(sluice_bin())
-                .arg("run")
-                .arg("--policy")
-                .arg(&policy)
-                .arg("--audit-log")
-                .arg(&audit)
-                .arg("--upstream-ca")
-                .arg(&ca)
-                .args([
-                    "--resolve",
-                    "idp.test=127.0.0.1",
-                    "--resolve",
-                    "api.test=127.0.0.1",
-                ])
-                .args(["--", "sh", "-c", &script])
-                .current_dir(cwd)
-                .output()
-                .unwrap()
-        })
+        ScriptRun {
+            policy: self.path("policy.yaml"),
+            audit: self.path(audit),
+            ca: self.pki.ca_path(),
+            resolve: vec!["idp.test".into(), "api.test".into()],
+            cwd: self.dir.path().to_owned(),
+            env: Vec::new(),
+        }
+        .run(script)
         .await
-        .unwrap()
     }
 
     /// Asserts that no value the provider ever issued, nor the client secret, is in `text`.

@@ -13,13 +13,11 @@
 //! never dialled.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
-use sluice_integration_tests::launch::python_venv;
-use sluice_integration_tests::{
-    IdentityProvider, IdpConfig, ServiceAccountConfig, TestPki, sluice_bin,
-};
+use sluice_integration_tests::launch::{ScriptRun, python_venv};
+use sluice_integration_tests::{IdentityProvider, IdpConfig, ServiceAccountConfig, TestPki};
 
 const KEY: &str = include_str!("../../sign/tests/fixtures/rsa-2048.pem");
 const PUBLIC: &[u8] = include_bytes!("../../sign/tests/fixtures/rsa-2048.pub.pem");
@@ -90,34 +88,16 @@ impl Fixture {
 
     /// `sluice run` (jailed) with `script` under `sh -c`, its audit log at `audit.jsonl`.
     async fn run(&self, script: &str) -> Output {
-        let (policy, ca, audit) = (
-            self.path("policy.yaml"),
-            self.pki.ca_path(),
-            self.path("audit.jsonl"),
-        );
-        let (script, cwd) = (script.to_owned(), self.dir.path().to_owned());
-        tokio::task::spawn_blocking(move || {
-            Command::new(sluice_bin())
-                .arg("run")
-                .arg("--policy")
-                .arg(&policy)
-                .arg("--audit-log")
-                .arg(&audit)
-                .arg("--upstream-ca")
-                .arg(&ca)
-                .args([
-                    "--resolve",
-                    "idp.test=127.0.0.1",
-                    "--resolve",
-                    "api.test=127.0.0.1",
-                ])
-                .args(["--", "sh", "-c", &script])
-                .current_dir(cwd)
-                .output()
-                .unwrap()
-        })
+        ScriptRun {
+            policy: self.path("policy.yaml"),
+            audit: self.path("audit.jsonl"),
+            ca: self.pki.ca_path(),
+            resolve: vec!["idp.test".into(), "api.test".into()],
+            cwd: self.dir.path().to_owned(),
+            env: Vec::new(),
+        }
+        .run(script)
         .await
-        .unwrap()
     }
 
     /// Asserts that nothing the provider issued, no assertion sluice signed and no line of

@@ -10,38 +10,27 @@
 
 use std::process::{Command, Output};
 
+use sluice_integration_tests::launch::ScriptRun;
 use sluice_integration_tests::squid::{Squid, SquidConfig};
-use sluice_integration_tests::{RecordingUpstream, TestPki, sluice_bin};
+use sluice_integration_tests::{RecordingUpstream, TestPki};
 
 const TOKEN: &str = "tok-REAL-upstream-proxy-0001";
 const PASSWORD: &str = "squid-PASSWORD-1234";
 
 async fn run(pki: &TestPki, dir: &std::path::Path, proxy_url: &str, script: &str) -> Output {
-    let (policy, ca, audit) = (
-        dir.join("policy.yaml"),
-        pki.ca_path(),
-        dir.join("audit.jsonl"),
-    );
-    let (proxy_url, script, cwd) = (proxy_url.to_owned(), script.to_owned(), dir.to_owned());
-    tokio::task::spawn_blocking(move || {
-        Command::new(sluice_bin())
-            .arg("run")
-            .arg("--policy")
-            .arg(&policy)
-            .arg("--audit-log")
-            .arg(&audit)
-            .arg("--upstream-ca")
-            .arg(&ca)
-            .args(["--resolve", "direct.test=127.0.0.1"])
-            .args(["--", "sh", "-c", &script])
-            .env("HTTPS_PROXY", &proxy_url)
-            .env("NO_PROXY", "direct.test")
-            .current_dir(cwd)
-            .output()
-            .unwrap()
-    })
+    ScriptRun {
+        policy: dir.join("policy.yaml"),
+        audit: dir.join("audit.jsonl"),
+        ca: pki.ca_path(),
+        resolve: vec!["direct.test".into()],
+        cwd: dir.to_owned(),
+        env: vec![
+            ("HTTPS_PROXY".into(), proxy_url.into()),
+            ("NO_PROXY".into(), "direct.test".into()),
+        ],
+    }
+    .run(script)
     .await
-    .unwrap()
 }
 
 fn declaration(dir: &std::path::Path) {
