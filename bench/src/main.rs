@@ -39,6 +39,7 @@ mod signing;
 mod sluice_peer;
 mod soak;
 mod upstream;
+mod upstream_proxy;
 mod websocket;
 
 use harness::{PeerSpec, Plan};
@@ -92,6 +93,9 @@ enum Role {
     /// What the reviewers' report costs: a 1,000,000-event log rendered, against
     /// `sluice audit verify` of the same log.
     AuditReport(audit_report::AuditReportArgs),
+    /// What chaining to an egress proxy costs: small GETs through sluice → Squid against
+    /// sluice direct (requests/s, latency, sluice's and Squid's CPU per request).
+    UpstreamProxy(upstream_proxy::UpstreamProxyArgs),
     /// A soak: sluice under mixed load and upstream faults for `--secs`, checking that it
     /// never panics or leaks the secret and that its memory and descriptors stay flat.
     Soak(soak::SoakArgs),
@@ -240,6 +244,7 @@ fn main() -> ExitCode {
         Some(Role::Grants(args)) => grants::run(args),
         Some(Role::Minted(args)) => minted::run(args),
         Some(Role::WebSocket(args)) => websocket::run(args),
+        Some(Role::UpstreamProxy(args)) => upstream_proxy::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

@@ -110,6 +110,10 @@ pub(crate) struct SluiceArgs {
     /// (the operations benchmark scrapes it).
     #[arg(long)]
     pub(crate) admin: bool,
+    /// Dial every upstream through this egress proxy (`http://HOST:PORT`), as
+    /// `sluice serve --upstream-proxy` does (the upstream-proxy benchmark).
+    #[arg(long, value_name = "URL")]
+    pub(crate) upstream_proxy: Option<String>,
 }
 
 /// Starts `exe sluice` (this benchmark's sluice peer) writing into `dir`, trusting the
@@ -183,6 +187,12 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
         .collect();
     if args.admin {
         config.admin = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    }
+    if let Some(url) = &args.upstream_proxy {
+        config.upstream_proxy = Some(
+            sluice_proxy::UpstreamProxy::parse(url, "")
+                .map_err(|e| BenchError::peer("sluice", e))?,
+        );
     }
     if let Some(address) = args.transparent {
         let listener = std::net::TcpListener::bind(address)

@@ -1,0 +1,356 @@
+//! `sluice-bench upstream-proxy`: what chaining to an organisation's egress proxy costs.
+//!
+//! Two sluices from the same declaration (one header swapped, every response redacted),
+//! one dialling the upstream directly and one through a real Squid (Debian's `squid`,
+//! started here on 127.0.0.1 with a configuration this module writes, caching off), each
+//! driven in turn, round after round, with small GETs over HTTP/1.1 at 16 kept-alive
+//! connections. Reported: requests/s, median and p99 latency, sluice's CPU per request
+//! and Squid's. There is no target (issue #41): the figure says what the extra hop costs
+//! on this machine. Squid shares the two cores with everything else, so its CPU is part of
+//! what the chained figures pay for.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use http::HeaderValue;
+
+use crate::child;
+use crate::error::BenchError;
+use crate::harness::{basic_auth, read_trimmed, stand_in_value};
+use crate::load::{self, ProxyAccess, Route};
+use crate::pki::{ClientTls, Proto, UPSTREAM_HOST};
+use crate::upstream::TOKEN_VAR;
+
+/// What `sluice-bench upstream-proxy` takes.
+#[derive(Debug, Args)]
+pub(crate) struct UpstreamProxyArgs {
+    /// Rounds; each figure is the median round's.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Seconds per phase.
+    #[arg(long, default_value_t = 3.0)]
+    phase_secs: f64,
+    /// Squid's binary.
+    #[arg(long, value_name = "PATH", default_value = "/usr/sbin/squid")]
+    squid: PathBuf,
+    /// A quick check that the benchmark works (short phases, one round).
+    #[arg(long)]
+    smoke: bool,
+}
+
+/// One route's figures for one round.
+#[derive(Debug, Clone, Copy, Default)]
+struct Gets {
+    requests_per_s: f64,
+    median_ms: f64,
+    p99_ms: f64,
+    sluice_cpu_us: f64,
+    squid_cpu_us: f64,
+    errors: u64,
+}
+
+/// Runs the benchmark and prints the report; exit 1 when a route answered nothing.
+pub(crate) fn run(args: &UpstreamProxyArgs) -> Result<ExitCode, BenchError> {
+    if !args.squid.exists() {
+        return Err(BenchError::peer(
+            "squid",
+            format!(
+                "{} is missing (./test.sh installs Debian's squid)",
+                args.squid.display()
+            ),
+        ));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::peer("harness", e))?;
+    let (rounds, phase) = if args.smoke {
+        (1, Duration::from_millis(300))
+    } else {
+        (args.rounds.max(1), Duration::from_secs_f64(args.phase_secs))
+    };
+    let (direct, chained) = runtime.block_on(measure(&args.squid, rounds, phase))?;
+    println!("{}", render(direct, chained));
+    Ok(if direct.errors == 0 && chained.errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn render(direct: Gets, chained: Gets) -> String {
+    let row = |name: &str, g: Gets| {
+        format!(
+            "| {name} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {} |\n",
+            g.requests_per_s, g.median_ms, g.p99_ms, g.sluice_cpu_us, g.squid_cpu_us, g.errors
+        )
+    };
+    format!(
+        "| GET /small, HTTP/1.1, 16 connections | requests/s | median ms | p99 ms | sluice CPU µs/request | Squid CPU µs/request | errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n\
+         {}{}\n\
+         through Squid: {:.2}× the requests/s of direct, sluice's CPU {:+.1} µs/request, \
+         Squid's {:.1} µs/request (no target)",
+        row("sluice → upstream", direct),
+        row("sluice → Squid → upstream", chained),
+        chained.requests_per_s / direct.requests_per_s.max(1e-9),
+        chained.sluice_cpu_us - direct.sluice_cpu_us,
+        chained.squid_cpu_us,
+    )
+}
+
+async fn measure(squid: &Path, rounds: usize, phase: Duration) -> Result<(Gets, Gets), BenchError> {
+    let tmp = tempfile::tempdir().map_err(BenchError::file(std::env::temp_dir()))?;
+    let dir = tmp.path();
+    let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
+    let value = stand_in_value("benchvalue");
+    let upstream = {
+        let mut command = tokio::process::Command::new(&exe);
+        command
+            .arg("upstream")
+            .arg("--dir")
+            .arg(dir)
+            .arg("--large-bytes")
+            .arg("1048576")
+            .env(TOKEN_VAR, &value);
+        child::Spawned::start(
+            "upstream",
+            command,
+            &dir.join("upstream.stderr"),
+            child::Ready::Line,
+        )
+        .await?
+    };
+    let squid = Squid::start(squid, &dir.join("squid"))?;
+    let direct = Peer::start(&exe, &dir.join("direct"), &value, &upstream, None).await?;
+    let chained = Peer::start(
+        &exe,
+        &dir.join("chained"),
+        &value,
+        &upstream,
+        Some(squid.port),
+    )
+    .await?;
+    let (mut directs, mut chaineds) = (Vec::new(), Vec::new());
+    let mut failure = None;
+    'rounds: for _ in 0..rounds {
+        for (peer, figures) in [(&direct, &mut directs), (&chained, &mut chaineds)] {
+            match peer.round(squid.pid, phase).await {
+                Ok(gets) => figures.push(gets),
+                Err(e) => {
+                    failure = Some(e);
+                    break 'rounds;
+                }
+            }
+        }
+    }
+    direct.sluice.stop(Duration::from_secs(3)).await;
+    chained.sluice.stop(Duration::from_secs(3)).await;
+    upstream.stop(Duration::from_secs(3)).await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    // Squid logs a tunnel when it closes: the chained sluice's upstream connections, now
+    // that it has stopped (none of the direct one's).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while squid.requests() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if squid.requests() == 0 {
+        return Err(BenchError::peer(
+            "squid",
+            "its access log shows no connection: the chained sluice did not go through it",
+        ));
+    }
+    Ok((median(&mut directs), median(&mut chaineds)))
+}
+
+/// One sluice and the route a client takes through it.
+struct Peer {
+    sluice: child::Spawned,
+    route: Arc<Route>,
+}
+
+impl Peer {
+    async fn start(
+        exe: &Path,
+        dir: &Path,
+        value: &str,
+        upstream: &child::Spawned,
+        squid_port: Option<u16>,
+    ) -> Result<Peer, BenchError> {
+        std::fs::create_dir_all(dir).map_err(BenchError::file(dir))?;
+        let upstream_ca = dir
+            .parent()
+            .map(|parent| parent.join("upstream-ca.pem"))
+            .unwrap_or_default();
+        std::fs::copy(&upstream_ca, dir.join("upstream-ca.pem"))
+            .map_err(BenchError::file(&upstream_ca))?;
+        let sluice = crate::sluice_peer::spawn(exe, dir, value, |sluice| {
+            if let Some(port) = squid_port {
+                sluice
+                    .arg("--upstream-proxy")
+                    .arg(format!("http://127.0.0.1:{port}"));
+            }
+        })
+        .await?;
+        let read = |name: &str| read_trimmed(dir, name);
+        let route = Arc::new(Route {
+            proxy: Some(ProxyAccess {
+                addr: sluice.addr(),
+                authorization: read("proxy-url").ok().map(|url| basic_auth(&url)),
+            }),
+            tls: ClientTls::trusting(&dir.join("ca.pem"))?,
+            upstream: upstream.addr(),
+            authorization: HeaderValue::from_str(&format!("Bearer {}", read("placeholder")?))
+                .map_err(|e| BenchError::peer("sluice", e))?,
+            headers: Vec::new(),
+        });
+        Ok(Peer { sluice, route })
+    }
+
+    /// One phase of small GETs, with sluice's and Squid's CPU over it.
+    async fn round(&self, squid_pid: u32, phase: Duration) -> Result<Gets, BenchError> {
+        let pid = self
+            .sluice
+            .pid()
+            .ok_or_else(|| BenchError::peer("sluice", "no process id"))?;
+        let ticks = child::clock_ticks_per_second() as f64;
+        let cpu = |pid| child::cpu_ticks(pid).unwrap_or(0) as f64 / ticks;
+        let (sluice_before, squid_before) = (cpu(pid), cpu(squid_pid));
+        let tally = load::small(self.route.clone(), Proto::H1, 16, 1, phase).await;
+        let (sluice_spent, squid_spent) = (cpu(pid) - sluice_before, cpu(squid_pid) - squid_before);
+        if tally.latencies_ns.is_empty() {
+            return Err(BenchError::peer(
+                "sluice",
+                format!(
+                    "no request answered: {}; sluice: {}",
+                    tally.first_error.unwrap_or_default(),
+                    self.sluice.stderr_tail()
+                ),
+            ));
+        }
+        let mut latencies = tally.latencies_ns.clone();
+        latencies.sort_unstable();
+        let requests = latencies.len() as f64;
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize] as f64 / 1e6;
+        Ok(Gets {
+            requests_per_s: requests / tally.elapsed.as_secs_f64().max(1e-9),
+            median_ms: at(0.5),
+            p99_ms: at(0.99),
+            sluice_cpu_us: sluice_spent * 1e6 / requests,
+            squid_cpu_us: squid_spent * 1e6 / requests,
+            errors: tally.errors,
+        })
+    }
+}
+
+fn median(rounds: &mut [Gets]) -> Gets {
+    rounds.sort_by(|a, b| a.requests_per_s.total_cmp(&b.requests_per_s));
+    rounds[rounds.len() / 2]
+}
+
+/// A Squid on 127.0.0.1 that tunnels anything, caches nothing and resolves the upstream's
+/// name to loopback from a hosts file of its own; SIGTERM when dropped (so that it removes
+/// its shared-memory segments), SIGKILL 5 s later.
+struct Squid {
+    child: std::process::Child,
+    pid: u32,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Squid {
+    fn start(binary: &Path, dir: &Path) -> Result<Squid, BenchError> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir).map_err(BenchError::file(dir))?;
+        // Squid drops to its own user when started as root: its files must be open to it.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+            .map_err(BenchError::file(dir))?;
+        let port = child::free_port()?.port();
+        let d = dir.display();
+        let hosts = dir.join("hosts");
+        std::fs::write(&hosts, format!("127.0.0.1 {UPSTREAM_HOST}\n"))
+            .map_err(BenchError::file(&hosts))?;
+        let conf = dir.join("squid.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "http_port 127.0.0.1:{port}\n\
+                 pid_filename {d}/squid.pid\n\
+                 access_log stdio:{d}/access.log squid\n\
+                 cache_log {d}/cache.log\n\
+                 cache_store_log none\n\
+                 cache deny all\n\
+                 coredump_dir {d}\n\
+                 hosts_file {d}/hosts\n\
+                 dns_nameservers 127.0.0.1\n\
+                 shutdown_lifetime 0 seconds\n\
+                 http_access allow all\n"
+            ),
+        )
+        .map_err(BenchError::file(&conf))?;
+        let stderr = dir.join("stderr");
+        let child = std::process::Command::new(binary)
+            .args([
+                "-N",
+                "-n",
+                &format!("sluicebench{}", std::process::id()),
+                "-f",
+            ])
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr).map_err(BenchError::file(&stderr))?)
+            .spawn()
+            .map_err(|e| BenchError::peer("squid", e))?;
+        let squid = Squid {
+            pid: child.id(),
+            child,
+            port,
+            dir: dir.to_owned(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err(BenchError::peer(
+                    "squid",
+                    format!(
+                        "did not listen in 20 s: {}",
+                        std::fs::read_to_string(dir.join("cache.log")).unwrap_or_default()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(squid)
+    }
+
+    /// Lines in its access log: one per tunnel it carried (written when the tunnel closes).
+    fn requests(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+}
+
+impl Drop for Squid {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
