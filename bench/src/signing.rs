@@ -398,9 +398,7 @@ fn chunked(authority: &str, key: &Credentials, data: &Bytes) -> Result<Prepared,
     loop {
         let chunk = data.slice(at..(at + CHUNK).min(data.len()));
         at += chunk.len();
-        let signature = chain
-            .sign(&chunk)
-            .map_err(|e| BenchError::peer("signer", e))?;
+        let signature = chain.sign(&chunk);
         let mut frame = format!("{:x};chunk-signature={signature}\r\n", chunk.len()).into_bytes();
         frame.extend_from_slice(&chunk);
         frame.extend_from_slice(b"\r\n");

@@ -102,7 +102,9 @@ fn the_documented_chunked_upload_verifies_chunk_by_chunk() {
                 chain.check(&chunk, claimed.as_deref().unwrap()).unwrap();
                 checked += 1;
             }
-            Piece::Trailer(_) => unreachable!("signed chunks carry no trailer"),
+            Piece::Trailer(_) | Piece::TrailerSignature(_) => {
+                unreachable!("signed chunks carry no trailer")
+            }
         }
     }
     assert_eq!(checked, 3);

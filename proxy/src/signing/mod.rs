@@ -366,10 +366,15 @@ fn unframe(
     let content_length = parts.headers.remove(CONTENT_LENGTH);
     // The placeholder key's chain, from the request's own signature.
     let claim = verified.claim();
-    let chain = match mode {
-        Mode::Signed => Some(ChunkChain::new(&keys.placeholder, claim, claim.signature())),
-        Mode::Unsigned => None,
-    };
+    let chain = mode
+        .signs_chunks()
+        .then(|| ChunkChain::new(&keys.placeholder, claim, claim.signature()));
+    // The trailers a signed-trailer body must carry (a signed header: it stays).
+    let announced = parts
+        .headers
+        .get("x-amz-trailer")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let framing = SharedFraming::default();
     let unchunk = Unchunk::new(
         incoming,
@@ -377,6 +382,7 @@ fn unframe(
         chain,
         cx.limits.max_buffered_body as u64,
         declared,
+        announced,
         framing.clone(),
     );
     Ok((
@@ -448,11 +454,11 @@ impl Pending {
         }
         let body = match self.chunked {
             Some(chunked) => {
-                let chain = match chunked.mode {
-                    Mode::Signed => Some(ChunkChain::new(&keys.real, claim, &signed.signature)),
-                    Mode::Unsigned => None,
-                };
-                BodyExt::boxed(Rechunk::new(body, chain, chunked.framing))
+                let chain = chunked
+                    .mode
+                    .signs_chunks()
+                    .then(|| ChunkChain::new(&keys.real, claim, &signed.signature));
+                BodyExt::boxed(Rechunk::new(body, chunked.mode, chain, chunked.framing))
             }
             None => body,
         };

@@ -3,7 +3,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use sluice_sign::aws_sigv4::chunked::{Mode, Piece, Unframer};
+use sluice_sign::aws_sigv4::chunked::{ChunkChain, Mode, Piece, Unframer, announced_trailers};
 use sluice_sign::aws_sigv4::{Canonicalization, Claim, Credentials, Head, sha256_hex};
 
 /// AWS's post-x-www-form-urlencoded vector, header form, signed by this key.
@@ -43,6 +43,8 @@ struct Input {
     /// Any bytes as an aws-chunked body.
     chunked: Vec<u8>,
     split: u16,
+    /// Any `x-amz-trailer`.
+    announced: Option<String>,
 }
 
 fn placeholder() -> Credentials {
@@ -127,7 +129,7 @@ fuzz_target!(|input: Input| {
     }
 
     // Any bytes as aws-chunked framing, in any split.
-    for mode in [Mode::Signed, Mode::Unsigned] {
+    for mode in [Mode::Signed, Mode::SignedTrailer, Mode::Unsigned] {
         let mut unframer = Unframer::new(mode, 1 << 16);
         let mut pieces = Vec::new();
         let split = usize::from(input.split).max(1);
@@ -154,6 +156,33 @@ fuzz_target!(|input: Input| {
                         framed.extend_from_slice(line.as_bytes());
                         framed.extend_from_slice(b"\r\n");
                     }
+                    Piece::TrailerSignature(s) => {
+                        framed.extend_from_slice(b"x-amz-trailer-signature:");
+                        framed.extend_from_slice(s.as_bytes());
+                        framed.extend_from_slice(b"\r\n");
+                    }
+                }
+            }
+            // Signed trailers, whatever they hold: checked against any announcement and
+            // signed without a panic, and a signature the key did not make never verifies.
+            if mode == Mode::SignedTrailer {
+                let trailers: Vec<String> = pieces
+                    .iter()
+                    .filter_map(|p| match p {
+                        Piece::Trailer(line) => Some(line.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let _ = announced_trailers(input.announced.as_deref(), &trailers);
+                let claimed = pieces.iter().find_map(|p| match p {
+                    Piece::TrailerSignature(s) => Some(s.clone()),
+                    _ => None,
+                });
+                let head = Head { method: "PUT", host: HOST, path_and_query: "/", headers: SIGNED.to_vec() };
+                let claim = Claim::find(&head).expect("the vector reads").expect("a claim");
+                let mut chain = ChunkChain::new(&placeholder(), &claim, claim.signature());
+                if let Some(claimed) = claimed {
+                    assert!(chain.check_trailer(&trailers, &claimed).is_err(), "a made-up trailer signature verified");
                 }
             }
             // Each data chunk's CRLF, and the closing empty line, are the framing's own.

@@ -15,6 +15,7 @@
 pub mod chunked;
 mod claim;
 mod error;
+mod key;
 mod sign;
 #[cfg(test)]
 mod tests;
@@ -38,6 +39,8 @@ pub struct Credentials {
     /// Signing with the session token (when there is one), and without it.
     with_token: Option<Identity>,
     without_token: Identity,
+    /// Chunk signing keys derived from this credential, shared by its clones.
+    signing_keys: key::SigningKeys,
 }
 
 type Identity = aws_smithy_runtime_api::client::identity::Identity;
@@ -69,6 +72,7 @@ impl Credentials {
             without_token,
             session_token: session_token.map(Zeroizing::new),
             access_key_id,
+            signing_keys: key::SigningKeys::default(),
         }
     }
 
@@ -91,6 +95,23 @@ impl Credentials {
             (Some(_), Some(with_token)) => with_token,
             _ => &self.without_token,
         }
+    }
+}
+
+impl Credentials {
+    /// The signing key for `time`'s date, `region` and `service`, derived once.
+    fn signing_key(
+        &self,
+        time: std::time::SystemTime,
+        scope: &Scope,
+    ) -> std::sync::Arc<key::SigningKey> {
+        let secret = self
+            .without_token
+            .data::<aws_credential_types::Credentials>()
+            .map_or("", aws_credential_types::Credentials::secret_access_key);
+        let name = format!("{}/{}/{}", scope.date, scope.region, scope.service);
+        self.signing_keys
+            .get(secret, time, &name, &scope.region, &scope.service)
     }
 }
 

@@ -1,15 +1,12 @@
-//! aws-chunked bodies: the framing read strictly ([`Unframer`]), and the chain of chunk
-//! signatures ([`ChunkChain`]) that each `STREAMING-AWS4-HMAC-SHA256-PAYLOAD` chunk carries,
-//! computed by `aws-sigv4`'s `sign_chunk`.
+//! aws-chunked framing, read strictly ([`Unframer`]) as it arrives, in pieces of any size.
 //!
 //! A signed chunk is `HEX-SIZE;chunk-signature=SIG\r\nDATA\r\n`, the last one of size 0; an
-//! unsigned one (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`) is `HEX-SIZE\r\nDATA\r\n`, and after
-//! its last chunk come trailer lines (`x-amz-checksum-crc32:…`) and an empty line. Anything
-//! else (an extension sluice does not know, a missing CRLF, a size that is not hex) is
-//! [`ChunkError`], never read one way here and another way by the upstream.
-//!
-//! Each chunk's signature chains from the one before it, the first from the request's own
-//! signature, so the chain is checked in order and never skipped.
+//! unsigned one (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`) is `HEX-SIZE\r\nDATA\r\n`. After the
+//! last chunk come the trailer lines (`x-amz-checksum-crc32:…`; with signed chunks only in
+//! `…-PAYLOAD-TRAILER`, closed by `x-amz-trailer-signature:SIG`) and an empty line. Anything
+//! else (an extension sluice does not know, a missing CRLF, a size that is not hex, a trailer
+//! after the trailer signature) is [`ChunkError`], never read one way here and another way
+//! by the upstream.
 //!
 //! ```
 //! use sluice_sign::aws_sigv4::chunked::{Mode, Piece, Unframer};
@@ -22,21 +19,18 @@
 //! assert!(unframer.is_done());
 //! ```
 
-use std::time::SystemTime;
-
-use aws_sigv4::http_request::SigningSettings;
-use aws_sigv4::sign::v4;
 use bytes::Bytes;
-use subtle::ConstantTimeEq;
 
-use super::claim::{Claim, is_hex_digest};
-use super::{Credentials, Invalid};
+use super::super::claim::{SIGNED_CHUNKS, SIGNED_CHUNKS_TRAILER, is_hex_digest};
 
 /// Which aws-chunked framing a body uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD`: every chunk signed, no trailer.
     Signed,
+    /// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`: every chunk signed, then trailers and
+    /// their signature.
+    SignedTrailer,
     /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: no chunk signatures, trailers after the last.
     Unsigned,
 }
@@ -45,10 +39,16 @@ impl Mode {
     /// The mode an `x-amz-content-sha256` value names, if it names one.
     pub fn of_payload(declared: &str) -> Option<Mode> {
         match declared {
-            super::claim::SIGNED_CHUNKS => Some(Mode::Signed),
+            SIGNED_CHUNKS => Some(Mode::Signed),
+            SIGNED_CHUNKS_TRAILER => Some(Mode::SignedTrailer),
             "STREAMING-UNSIGNED-PAYLOAD-TRAILER" => Some(Mode::Unsigned),
             _ => None,
         }
+    }
+
+    /// Whether every chunk carries a signature.
+    pub fn signs_chunks(self) -> bool {
+        matches!(self, Mode::Signed | Mode::SignedTrailer)
     }
 }
 
@@ -71,6 +71,8 @@ pub enum Piece {
     ChunkEnd,
     /// A trailer line after the last chunk, without its CRLF (`name:value`).
     Trailer(String),
+    /// `x-amz-trailer-signature` (signed trailers): the trailers' signature, after them.
+    TrailerSignature(String),
 }
 
 /// Why an aws-chunked body cannot be read.
@@ -94,6 +96,14 @@ pub enum ChunkError {
     /// A trailer line is not `name:value`, or the trailers are too long.
     #[error("an aws-chunked trailer is not `name:value`, or the trailers are over 16 KiB")]
     Trailer,
+    /// Signed trailers end without `x-amz-trailer-signature`, or a line follows it.
+    #[error(
+        "signed aws-chunked trailers must end with one `x-amz-trailer-signature:SIG` line, then an empty line"
+    )]
+    TrailerSignature,
+    /// The trailers are not the ones `x-amz-trailer` announced.
+    #[error("the aws-chunked trailers are not the ones x-amz-trailer announces")]
+    Unannounced,
     /// Bytes after the body's end.
     #[error("bytes follow the end of an aws-chunked body")]
     TrailingBytes,
@@ -106,6 +116,9 @@ pub enum ChunkError {
 const MAX_LINE: usize = 4096;
 const MAX_TRAILERS: usize = 16 * 1024;
 
+/// The trailer line that signs the trailers before it, name and colon.
+const TRAILER_SIGNATURE: &[u8] = b"x-amz-trailer-signature:";
+
 #[derive(Debug)]
 enum State {
     /// Reading a size line (bytes so far).
@@ -114,8 +127,13 @@ enum State {
     Data(u64),
     /// After a chunk's data: CR then LF.
     DataEnd(u8),
-    /// After the last chunk: trailer lines (signed mode: only the empty one).
-    Trailers { line: Vec<u8>, total: usize },
+    /// After the last chunk: trailer lines (signed mode: only the empty one), and whether
+    /// the trailer signature was read.
+    Trailers {
+        line: Vec<u8>,
+        total: usize,
+        signed: bool,
+    },
     /// The body is complete.
     Done,
 }
@@ -173,6 +191,7 @@ impl Unframer {
                         self.state = State::Trailers {
                             line: Vec::new(),
                             total: 0,
+                            signed: false,
                         };
                     } else {
                         self.state = State::Data(size);
@@ -203,7 +222,11 @@ impl Unframer {
                         self.state = State::Size(Vec::new());
                     }
                 }
-                State::Trailers { line, total } => {
+                State::Trailers {
+                    line,
+                    total,
+                    signed,
+                } => {
                     let Some(end) = input.iter().position(|&b| b == b'\n') else {
                         line.extend_from_slice(input);
                         *total += input.len();
@@ -220,12 +243,29 @@ impl Unframer {
                     }
                     let text = std::mem::take(line);
                     let text = text.strip_suffix(b"\r").ok_or(ChunkError::Trailer)?;
-                    if text.is_empty() {
-                        self.state = State::Done;
-                    } else if self.mode == Mode::Signed {
-                        return Err(ChunkError::Trailer);
-                    } else {
-                        out.push(Piece::Trailer(trailer_line(text)?));
+                    let signature = text
+                        .get(..TRAILER_SIGNATURE.len())
+                        .is_some_and(|name| name.eq_ignore_ascii_case(TRAILER_SIGNATURE));
+                    match (self.mode, text.is_empty(), signature, *signed) {
+                        (Mode::SignedTrailer, true, _, false) => {
+                            return Err(ChunkError::TrailerSignature);
+                        }
+                        (_, true, _, _) => self.state = State::Done,
+                        (Mode::Signed, false, _, _) => return Err(ChunkError::Trailer),
+                        (Mode::SignedTrailer, false, _, true) => {
+                            return Err(ChunkError::TrailerSignature);
+                        }
+                        (Mode::SignedTrailer, false, true, false) => {
+                            let value = std::str::from_utf8(&text[TRAILER_SIGNATURE.len()..])
+                                .ok()
+                                .filter(|v| is_hex_digest(v))
+                                .ok_or(ChunkError::TrailerSignature)?;
+                            *signed = true;
+                            out.push(Piece::TrailerSignature(value.to_owned()));
+                        }
+                        // Unsigned trailers carry no signature: one that claims to is refused.
+                        (Mode::Unsigned, false, true, _) => return Err(ChunkError::Trailer),
+                        (_, false, false, _) => out.push(Piece::Trailer(trailer_line(text)?)),
                     }
                 }
                 State::Done => return Err(ChunkError::TrailingBytes),
@@ -258,9 +298,10 @@ impl Unframer {
     }
 
     fn size_error(&self) -> ChunkError {
-        ChunkError::SizeLine(match self.mode {
-            Mode::Signed => ";chunk-signature=SIG",
-            Mode::Unsigned => "",
+        ChunkError::SizeLine(if self.mode.signs_chunks() {
+            ";chunk-signature=SIG"
+        } else {
+            ""
         })
     }
 
@@ -268,15 +309,15 @@ impl Unframer {
     fn size_line(&self, line: &[u8]) -> Result<(u64, String, Option<String>), ChunkError> {
         let line = line.strip_suffix(b"\r").ok_or_else(|| self.size_error())?;
         let line = std::str::from_utf8(line).map_err(|_| self.size_error())?;
-        let (size_text, signature) = match (self.mode, line.split_once(';')) {
-            (Mode::Signed, Some((size, ext))) => {
+        let (size_text, signature) = match (self.mode.signs_chunks(), line.split_once(';')) {
+            (true, Some((size, ext))) => {
                 let signature = ext
                     .strip_prefix("chunk-signature=")
                     .filter(|s| is_hex_digest(s))
                     .ok_or_else(|| self.size_error())?;
                 (size, Some(signature.to_owned()))
             }
-            (Mode::Unsigned, None) => (line, None),
+            (false, None) => (line, None),
             _ => return Err(self.size_error()),
         };
         if size_text.is_empty()
@@ -312,73 +353,6 @@ fn trailer_line(text: &[u8]) -> Result<String, ChunkError> {
         return Err(ChunkError::Trailer);
     }
     Ok(text.to_owned())
-}
-
-/// The chain of chunk signatures by one key: each chunk's signature covers its data, the
-/// scope, `X-Amz-Date` and the signature before it, starting from the request's own.
-pub struct ChunkChain {
-    credentials: Credentials,
-    region: String,
-    service: String,
-    time: SystemTime,
-    previous: String,
-}
-
-impl ChunkChain {
-    /// The chain of `credentials` for the request `claim` describes, from `seed` (the
-    /// request's signature by the same key).
-    pub fn new(credentials: &Credentials, claim: &Claim, seed: &str) -> Self {
-        Self {
-            credentials: credentials.clone(),
-            region: claim.scope.region.clone(),
-            service: claim.scope.service.clone(),
-            time: claim.time,
-            previous: seed.to_owned(),
-        }
-    }
-
-    /// The next chunk's signature, over `data` (the last chunk's data is empty).
-    ///
-    /// # Errors
-    ///
-    /// [`Invalid::Unsignable`] when the signer refuses.
-    pub fn sign(&mut self, data: &Bytes) -> Result<String, Invalid> {
-        let identity = self.credentials.identity(None);
-        let params = v4::SigningParams::<SigningSettings>::builder()
-            .identity(identity)
-            .region(&self.region)
-            .name(&self.service)
-            .time(self.time)
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|e| Invalid::Unsignable(e.to_string()))?;
-        let signature = v4::sign_chunk(data, &self.previous, &params)
-            .map_err(|e| Invalid::Unsignable(e.to_string()))?
-            .signature()
-            .to_owned();
-        self.previous.clone_from(&signature);
-        Ok(signature)
-    }
-
-    /// Checks that `claimed` is the next chunk's signature over `data`, and moves on.
-    ///
-    /// # Errors
-    ///
-    /// [`Invalid::Mismatch`] when it is not.
-    pub fn check(&mut self, data: &Bytes, claimed: &str) -> Result<(), Invalid> {
-        let expected = self.sign(data)?;
-        if bool::from(expected.as_bytes().ct_eq(claimed.as_bytes())) {
-            Ok(())
-        } else {
-            Err(Invalid::Mismatch)
-        }
-    }
-}
-
-impl std::fmt::Debug for ChunkChain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ChunkChain(<redacted>)")
-    }
 }
 
 #[cfg(test)]
@@ -417,6 +391,81 @@ mod tests {
             let pieces = read(Mode::Unsigned, unsigned, split).unwrap();
             assert_eq!(data(&pieces), b"hello0123456789");
             assert!(pieces.contains(&Piece::Trailer("x-amz-checksum-crc32:abc=".into())));
+        }
+    }
+
+    #[test]
+    fn signed_trailers_read_the_same_however_they_are_split() {
+        let sig = "c".repeat(64);
+        let body = format!(
+            "5;chunk-signature={sig}\r\nhello\r\n0;chunk-signature={sig}\r\nx-amz-checksum-crc32:NhCmhg==\r\nx-amz-trailer-signature:{sig}\r\n\r\n"
+        );
+        for split in 1..=body.len() {
+            let pieces = read(Mode::SignedTrailer, body.as_bytes(), split).unwrap();
+            assert_eq!(data(&pieces), b"hello");
+            let tail = &pieces[pieces.len() - 2..];
+            assert_eq!(
+                tail,
+                [
+                    Piece::Trailer("x-amz-checksum-crc32:NhCmhg==".into()),
+                    Piece::TrailerSignature(sig.clone())
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn a_trailer_signature_is_required_last_and_only_where_signed() {
+        let sig = "d".repeat(64);
+        let last = format!("0;chunk-signature={sig}\r\n");
+        let cases = [
+            // No trailer signature at all.
+            (
+                Mode::SignedTrailer,
+                format!("{last}x-amz-checksum-crc32:AAAAAA==\r\n\r\n"),
+                ChunkError::TrailerSignature,
+            ),
+            // A trailer after the signature: it would go unsigned.
+            (
+                Mode::SignedTrailer,
+                format!(
+                    "{last}x-amz-trailer-signature:{sig}\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n"
+                ),
+                ChunkError::TrailerSignature,
+            ),
+            // Two signatures.
+            (
+                Mode::SignedTrailer,
+                format!(
+                    "{last}x-amz-trailer-signature:{sig}\r\nx-amz-trailer-signature:{sig}\r\n\r\n"
+                ),
+                ChunkError::TrailerSignature,
+            ),
+            // Not a signature's shape.
+            (
+                Mode::SignedTrailer,
+                format!("{last}x-amz-trailer-signature:abc\r\n\r\n"),
+                ChunkError::TrailerSignature,
+            ),
+            // Signed chunks without the trailer marker take no trailer.
+            (
+                Mode::Signed,
+                format!("{last}x-amz-trailer-signature:{sig}\r\n\r\n"),
+                ChunkError::Trailer,
+            ),
+            // Unsigned trailers claiming a signature.
+            (
+                Mode::Unsigned,
+                format!("0\r\nx-amz-trailer-signature:{sig}\r\n\r\n"),
+                ChunkError::Trailer,
+            ),
+        ];
+        for (mode, input, expected) in cases {
+            assert_eq!(
+                read(mode, input.as_bytes(), 5).unwrap_err(),
+                expected,
+                "{input:?}"
+            );
         }
     }
 
