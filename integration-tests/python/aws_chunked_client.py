@@ -1,14 +1,18 @@
-"""PUT a file as a signed aws-chunked stream (x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD).
+"""PUT a file as a signed aws-chunked stream (x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD), or
+with a signed trailer (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER), written after AWS's documentation.
 
-Usage: aws_chunked_client.py [--tamper] URL FILE [REGION [SERVICE]]
+Usage: aws_chunked_client.py [--tamper] [--trailer] [--tamper-trailer] [--unannounced] URL FILE [REGION [SERVICE]]
 
 Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN. REGION
 and SERVICE default to what an amazonaws.com host names (s3.eu-west-1.amazonaws.com), else to
 AWS_REGION or AWS_DEFAULT_REGION and s3. HTTPS_PROXY (and NO_PROXY) is honoured through a
 CONNECT tunnel, and AWS_CA_BUNDLE or SSL_CERT_FILE names the CA to trust. The body goes in
 64 KiB chunks, each signed on from the one before; --tamper flips a byte of the first chunk
-after signing it, which a verifier must refuse. Prints the status and the response body,
-and exits 0 on a 2xx.
+after signing it, which a verifier must refuse. --trailer announces `x-amz-trailer:
+x-amz-checksum-crc32` and sends the data's CRC32 after the last chunk, signed on from it
+(`AWS4-HMAC-SHA256-TRAILER`); --tamper-trailer changes that checksum after signing it;
+--unannounced announces x-amz-checksum-sha256 and sends (and signs) the CRC32 anyway. Prints
+the status and the response body, and exits 0 on a 2xx.
 """
 import base64
 import hashlib
@@ -17,6 +21,7 @@ import os
 import ssl
 import sys
 import urllib.request
+import zlib
 from urllib.parse import unquote, urlsplit
 
 from botocore.auth import S3SigV4Auth, SigV4Auth
@@ -28,8 +33,11 @@ CHUNK = 64 * 1024
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 args = sys.argv[1:]
-tamper = "--tamper" in args
-args = [a for a in args if a != "--tamper"]
+tamper, tamper_trailer, unannounced = "--tamper" in args, "--tamper-trailer" in args, "--unannounced" in args
+trailer = "--trailer" in args or tamper_trailer or unannounced
+args = [a for a in args if not a.startswith("--")]
+if trailer:
+    STREAMING += "-TRAILER"
 url, path = args[0], args[1]
 parts = urlsplit(url)
 labels = parts.hostname.split(".")
@@ -47,6 +55,14 @@ def frame_length(size):
 
 size = os.path.getsize(path)
 sizes = [min(CHUNK, size - offset) for offset in range(0, size, CHUNK)] + [0]
+crc = 0
+with open(path, "rb") as f:
+    for block in iter(lambda: f.read(CHUNK), b""):
+        crc = zlib.crc32(block, crc)
+checksum = base64.b64encode(crc.to_bytes(4, "big")).decode()
+trailer_line = "x-amz-checksum-crc32:" + checksum
+# The last chunk's line, then (with a trailer) the trailer, its signature and the empty line.
+trailer_length = len(trailer_line) + 2 + len("x-amz-trailer-signature:") + 64 + 2 if trailer else 0
 
 
 class Signer(S3SigV4Auth if service == "s3" else SigV4Auth):
@@ -61,9 +77,10 @@ signer = Signer(credentials, service, region)
 request = AWSRequest(method="PUT", url=url, headers={
     "Host": parts.netloc,  # signed exactly as http.client will send it
     "Content-Encoding": "aws-chunked",
-    "Content-Length": str(sum(frame_length(s) for s in sizes)),
+    "Content-Length": str(sum(frame_length(s) for s in sizes) + trailer_length),
     "X-Amz-Content-SHA256": STREAMING,
     "X-Amz-Decoded-Content-Length": str(size),
+    **({"X-Amz-Trailer": "x-amz-checksum-sha256" if unannounced else "x-amz-checksum-crc32"} if trailer else {}),
 })
 signer.add_auth(request)
 seed = request.headers["Authorization"].rpartition("Signature=")[2]
@@ -80,8 +97,17 @@ def body():
             if tamper and first and data:
                 data = bytes([data[0] ^ 1]) + data[1:]
             first = False
-            # The last, 0-size, chunk so ends in an empty line: there are no trailers.
-            yield b"%x;chunk-signature=%s\r\n%s\r\n" % (len(data), previous.encode(), data)
+            if chunk_size or not trailer:
+                # Without a trailer, the last, 0-size, chunk so ends in an empty line.
+                yield b"%x;chunk-signature=%s\r\n%s\r\n" % (len(data), previous.encode(), data)
+                continue
+            # The trailer, signed on from the last chunk's signature over its `name:value\n`.
+            signature = signer.signature("\n".join([
+                "AWS4-HMAC-SHA256-TRAILER", request.context["timestamp"], signer.credential_scope(request),
+                previous, hashlib.sha256((trailer_line + "\n").encode()).hexdigest()]), request)
+            sent = trailer_line if not tamper_trailer else "x-amz-checksum-crc32:AAAAAA=="
+            yield b"0;chunk-signature=%s\r\n%s\r\nx-amz-trailer-signature:%s\r\n\r\n" % (
+                previous.encode(), sent.encode(), signature.encode())
 
 
 # The CA named for the AWS CLI (AWS_CA_BUNDLE) or for OpenSSL (SSL_CERT_FILE), else the system's.

@@ -5,7 +5,8 @@ UPSTREAM_AWS_SECRET_ACCESS_KEY and, optionally, UPSTREAM_AWS_SESSION_TOKEN. Writ
 
 Each request needs the real key id (and session token, when set) and a SigV4 signature, in the Authorization
 header or a presigned query, that botocore's signer recomputes with the real secret; aws-chunked bodies are
-unframed and each chunk signature and x-amz-checksum-* checked. A refusal is a 403 (400 when the body does not
+unframed and each chunk signature, the trailer signature (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: the trailers
+must be those x-amz-trailer announces) and x-amz-checksum-* checked. A refusal is a 403 (400 when the body does not
 match its hash) with AWS's error XML; SignatureDoesNotMatch carries AWSAccessKeyId, StringToSign and
 CanonicalRequest, as AWS's does. One JSON line per request goes to LOG: method, path, query, service, region,
 form (header|query|none), payload (x-amz-content-sha256), verified, error (the code answered, or null),
@@ -44,8 +45,10 @@ TOKEN = os.environ.get("UPSTREAM_AWS_SESSION_TOKEN") or None
 CREDENTIALS = Credentials(AKID, os.environ["UPSTREAM_AWS_SECRET_ACCESS_KEY"], TOKEN)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 SIGNED_STREAM, UNSIGNED_STREAM = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+SIGNED_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+STREAMS = (SIGNED_STREAM, UNSIGNED_STREAM, SIGNED_TRAILER)
 STATUS = {"XAmzContentSHA256Mismatch": 400, "BadDigest": 400, "IncompleteBody": 400, "InvalidRequest": 400,
-          "AuthorizationHeaderMalformed": 400, "InvalidPart": 400, "InvalidAction": 400, "NoSuchBucket": 404,
+          "AuthorizationHeaderMalformed": 400, "MalformedTrailerError": 400, "InvalidPart": 400, "InvalidAction": 400, "NoSuchBucket": 404,
           "NoSuchKey": 404, "NoSuchUpload": 404, "InvalidRange": 416, "NotImplemented": 501}
 S3_NS, STS_NS = "http://s3.amazonaws.com/doc/2006-03-01/", "https://sts.amazonaws.com/doc/2011-06-15/"
 START = time.time()
@@ -96,11 +99,11 @@ def verify(command, headers, path, pairs, raw, entry):
     """Check the request as AWS would; return its decoded body, x-amz-checksum-* values, key id."""
     payload = headers.get("x-amz-content-sha256")
     chunks, signatures, trailers = [raw], [], {}
-    if payload in (SIGNED_STREAM, UNSIGNED_STREAM):
-        chunks, signatures, trailers = unchunk(raw, payload == SIGNED_STREAM)
+    if payload in STREAMS:
+        chunks, signatures, trailers = unchunk(raw, payload != UNSIGNED_STREAM)
     body = b"".join(chunks)
     entry["body_sha256"] = sha256(body)
-    if payload and payload.startswith("STREAMING-") and payload not in (SIGNED_STREAM, UNSIGNED_STREAM):
+    if payload and payload.startswith("STREAMING-") and payload not in STREAMS:
         raise Refused("NotImplemented", "This fixture does not implement %s" % payload)
 
     query = dict(pairs)
@@ -164,7 +167,7 @@ def verify(command, headers, path, pairs, raw, entry):
                       "you provided. Check your key and signing method.", AWSAccessKeyId=akid,
                       StringToSign=string_to_sign, CanonicalRequest=canonical)
 
-    if payload not in ("UNSIGNED-PAYLOAD", SIGNED_STREAM, UNSIGNED_STREAM) and not same(payload, sha256(raw)):
+    if payload not in ("UNSIGNED-PAYLOAD",) + STREAMS and not same(payload, sha256(raw)):
         raise Refused("XAmzContentSHA256Mismatch",
                       "The provided 'x-amz-content-sha256' header does not match what was computed.")
     previous = signature  # each chunk signature chains on the one before, seeded by the request's
@@ -173,6 +176,20 @@ def verify(command, headers, path, pairs, raw, entry):
         previous = signer.signature("\n".join(to_sign + [sha256(chunk)]), request)
         if not same(previous, chunk_signature):
             raise Refused("InvalidChunkSignature", "The signature of chunk %d does not match" % number)
+    if payload == SIGNED_TRAILER:
+        # The trailers announced, then their signature over `name:value\n` lines (sorted),
+        # chained on the last chunk's.
+        trailer_signature = trailers.pop("x-amz-trailer-signature", None)
+        announced = sorted(n.strip().lower() for n in headers.get("x-amz-trailer", "").split(",") if n.strip())
+        if trailer_signature is None or announced != sorted(trailers):
+            raise Refused("MalformedTrailerError", "The request contained trailing data that was not well-formed "
+                          "or did not conform to our published schema.")
+        canonical = "".join("%s:%s\n" % (name, trailers[name]) for name in sorted(trailers))
+        to_sign = ["AWS4-HMAC-SHA256-TRAILER", stamp, signer.credential_scope(request), previous,
+                   sha256(canonical.encode())]
+        if not same(signer.signature("\n".join(to_sign), request), trailer_signature):
+            raise Refused("SignatureDoesNotMatch", "The trailer signature does not match")
+        entry["trailer_verified"] = True
     if payload.startswith("STREAMING-") and headers.get("x-amz-decoded-content-length") not in (None, str(len(body))):
         raise Refused("IncompleteBody", "x-amz-decoded-content-length does not match the decoded body")
     md5 = base64.b64encode(hashlib.md5(body).digest()).decode()

@@ -187,6 +187,11 @@ cmp big.bin back.bin && echo "multipart intact"
 "$VENV/bin/python" "{chunked}" "$s3/sluice-test/chunked.bin" big.bin eu-west-1 s3
 "$aws" --endpoint-url "$s3" s3 cp s3://sluice-test/chunked.bin chunked-back.bin --no-progress
 cmp big.bin chunked-back.bin && echo "signed chunks intact"
+# Signed chunks and a signed trailer (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER): the CRC32
+# passes unchanged, checked by the upstream against the data.
+"$VENV/bin/python" "{chunked}" --trailer "$s3/sluice-test/trailed.bin" big.bin eu-west-1 s3
+"$aws" --endpoint-url "$s3" s3 cp s3://sluice-test/trailed.bin trailed-back.bin --no-progress
+cmp big.bin trailed-back.bin && echo "signed trailer intact"
 # AWS's JavaScript SDK v3, and its Go SDK v2.
 node "$NODE_DIR/aws_s3.mjs" "$s3" sluice-test
 "$GO_S3" "$s3" sluice-test
@@ -209,11 +214,9 @@ PY
     let out = launch(&pki, dir.path(), "s3, sts", None).run(&["bash", "-c", &script]);
     out.assert_success("the AWS CLI and boto3");
     assert!(out.stdout.contains("multipart intact"), "{}", out.stdout);
-    assert!(
-        out.stdout.contains("signed chunks intact"),
-        "{}",
-        out.stdout
-    );
+    for intact in ["signed chunks intact", "signed trailer intact"] {
+        assert!(out.stdout.contains(intact), "{intact}: {}", out.stdout);
+    }
     assert!(out.stdout.contains("sluice-test"), "{}", out.stdout);
     assert!(out.stdout.contains("presigned: 200"), "{}", out.stdout);
     // The JavaScript and Go SDKs signed with the placeholders too, a 6 MiB object intact.
@@ -274,6 +277,13 @@ PY
         payloads.contains(&"STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
         "{payloads:?}"
     );
+    // The trailer reached it signed by the real key, its checksum as the client computed.
+    assert!(
+        requests.iter().any(|r| r["payload"]
+            == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+            && r["trailer_verified"] == true),
+        "{requests:?}"
+    );
     assert!(
         requests.iter().any(|r| r["form"] == "query"),
         "the presigned URL reached it"
@@ -323,6 +333,9 @@ AWS_SECRET_ACCESS_KEY=not-the-placeholder-secret-0123456789abcdef "$aws" --endpo
 # A signed aws-chunked upload with a chunk changed after it was signed.
 head -c 300000 /dev/zero > zeros.bin
 "$VENV/bin/python" "{chunked}" --tamper "https://{S3}:{port}/sluice-test/tampered.bin" zeros.bin eu-west-1 s3 2>&1 | tail -1
+# A signed trailer whose checksum changed after it was signed, and one the head did not announce.
+"$VENV/bin/python" "{chunked}" --tamper-trailer "https://{S3}:{port}/sluice-test/tampered-trailer.bin" zeros.bin eu-west-1 s3 2>&1
+"$VENV/bin/python" "{chunked}" --unannounced "https://{S3}:{port}/sluice-test/tampered-unannounced.bin" zeros.bin eu-west-1 s3 2>&1
 # A placeholder in an upload's data: never swapped there, refused.
 echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
 "$aws" --endpoint-url "https://{S3}:{port}" s3 cp leak.txt s3://sluice-test/leak.txt 2>&1 | tail -1
@@ -336,14 +349,16 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
         )
         .run(&["bash", "-c", &script]);
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
-    // Of all these, only the tampered upload's head (its signature was the placeholder
-    // key's) and its checked first bytes reached the upstream, and it never completed.
+    // Of all these, only the tampered uploads' heads (their signatures were the placeholder
+    // key's) and their checked chunks reached the upstream, and none completed: a signed
+    // trailer is sent only once its signature verified.
     let reached = upstream.requests();
     assert!(
-        reached
-            .iter()
-            .all(|r| r["path"] == "/sluice-test/tampered.bin" && r["verified"] != true),
-        "only the cut upload reached the upstream, unfinished: {reached:?}"
+        reached.iter().all(|r| r["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("/sluice-test/tampered"))
+            && r["verified"] != true),
+        "only the cut uploads reached the upstream, unfinished: {reached:?}"
     );
     let refusals: Vec<&str> = out
         .audit
@@ -363,10 +378,16 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
         .filter(|l| l.contains("signature-invalid"))
         .count();
     assert_eq!(
-        signature_refusals, 2,
-        "the forged signature and the tampered chunk: {}",
+        signature_refusals, 4,
+        "the forged signature, the tampered chunk, the tampered and the unannounced trailer: {}",
         out.audit
     );
+    for why in [
+        "trailers' signature does not verify",
+        "trailers are not the ones x-amz-trailer announces",
+    ] {
+        assert!(out.stdout.contains(why), "{why}: {}", out.stdout);
+    }
     assert!(out.stdout.contains("403"), "{}", out.stdout);
     assert_nowhere_a_real_part(&out);
 }
