@@ -159,21 +159,42 @@ pub(crate) fn large_block(value: &[u8]) -> Bytes {
 type Reply = BoxBody<Bytes, Infallible>;
 
 /// `/upload`: reads the request body to its end and answers how many bytes it held (an
-/// upload's sink; nothing is kept).
+/// upload's sink; nothing is kept). `/upload?digest` answers `COUNT DIGEST SEED` besides:
+/// the SHA-256 of the body as it arrived and the signature its `Authorization` carries, so
+/// that the signing benchmark can check a re-signed upload byte for byte.
 async fn upload(request: Request<Incoming>) -> Response<Reply> {
+    let digest = request.uri().query() == Some("digest");
+    let seed = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit_once("Signature="))
+        .map_or_else(String::new, |(_, s)| s.to_owned());
     let mut body = request.into_body();
     let mut bytes = 0u64;
+    let mut hasher = sluice_sign::aws_sigv4::chunked::ChunkHasher::new();
     let mut status = StatusCode::OK;
     while let Some(frame) = body.frame().await {
         match frame {
-            Ok(frame) => bytes += frame.data_ref().map_or(0, |d| d.len() as u64),
+            Ok(frame) => {
+                let data = frame.data_ref().map_or(&[][..], |d| &d[..]);
+                bytes += data.len() as u64;
+                if digest {
+                    hasher.update(data);
+                }
+            }
             Err(_) => {
                 status = StatusCode::BAD_REQUEST;
                 break;
             }
         }
     }
-    let mut response = Response::new(Full::new(Bytes::from(format!("{bytes}\n"))).boxed());
+    let answer = if digest {
+        format!("{bytes} {} {seed}\n", hex::encode(hasher.finish()))
+    } else {
+        format!("{bytes}\n")
+    };
+    let mut response = Response::new(Full::new(Bytes::from(answer)).boxed());
     *response.status_mut() = status;
     response
 }

@@ -279,9 +279,10 @@ PY
     );
     // The trailer reached it signed by the real key, its checksum as the client computed.
     assert!(
-        requests.iter().any(|r| r["payload"]
-            == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
-            && r["trailer_verified"] == true),
+        requests.iter().any(
+            |r| r["payload"] == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+                && r["trailer_verified"] == true
+        ),
         "{requests:?}"
     );
     assert!(

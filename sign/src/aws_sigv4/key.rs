@@ -25,10 +25,13 @@ impl SigningKey {
     }
 }
 
+/// One derived key and the `DATE/REGION/SERVICE` it signs for.
+type Scoped = (String, Arc<SigningKey>);
+
 /// A credential's derived keys, by `DATE/REGION/SERVICE`.
 #[derive(Clone, Default)]
 pub(crate) struct SigningKeys {
-    keys: Arc<Mutex<Vec<(String, Arc<SigningKey>)>>>,
+    keys: Arc<Mutex<Vec<Scoped>>>,
 }
 
 impl SigningKeys {
@@ -80,7 +83,13 @@ mod tests {
         assert_eq!(a.as_bytes(), expected.as_ref());
         for i in 0..100 {
             let region = format!("r{i}");
-            keys.get("secret", time, &format!("19700101/{region}/s3"), &region, "s3");
+            keys.get(
+                "secret",
+                time,
+                &format!("19700101/{region}/s3"),
+                &region,
+                "s3",
+            );
         }
         assert!(keys.len() <= MAX_KEYS);
     }

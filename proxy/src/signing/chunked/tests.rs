@@ -175,7 +175,9 @@ fn frame_trailed(data: &[u8], sizes: &[usize], chain: &mut ChunkChain, trailer: 
     let mut out = frame(data, sizes, chain);
     out.truncate(out.len() - 2);
     let signature = chain.sign_trailer(&[trailer.to_owned()]).unwrap();
-    out.extend_from_slice(format!("{trailer}\r\nx-amz-trailer-signature:{signature}\r\n\r\n").as_bytes());
+    out.extend_from_slice(
+        format!("{trailer}\r\nx-amz-trailer-signature:{signature}\r\n\r\n").as_bytes(),
+    );
     out
 }
 
@@ -201,7 +203,9 @@ fn through(sent: &[u8], split: usize, declared: u64, announced: &str) -> Result<
         Some(ChunkChain::new(&real, &claim, &"1".repeat(64))),
         framing,
     );
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     runtime
         .block_on(rechunk.collect())
         .map(http_body_util::Collected::to_bytes)
@@ -261,7 +265,10 @@ fn a_trailer_the_placeholder_key_did_not_sign_or_the_head_did_not_announce_is_re
     assert_eq!(code(&error), crate::refusal::Code::SignatureInvalid);
     // No trailer signature: a signed body's framing, broken.
     let mut sent = signed("x-amz-checksum-crc32:AAAAAA==");
-    let at = sent.windows(24).position(|w| w == b"x-amz-trailer-signature:").unwrap();
+    let at = sent
+        .windows(24)
+        .position(|w| w == b"x-amz-trailer-signature:")
+        .unwrap();
     sent.truncate(at);
     sent.extend_from_slice(b"\r\n");
     let error = through(&sent, 3, 9, "x-amz-checksum-crc32").unwrap_err();

@@ -55,7 +55,10 @@ mod tests {
         let two = [line("X-Amz-Checksum-CRC32:a"), line("x-amz-meta-x:b")];
         assert!(announced_trailers(Some("x-amz-meta-x, x-amz-checksum-crc32"), &two).is_ok());
         assert!(announced_trailers(Some("x-amz-checksum-crc32"), &two).is_err());
-        let twice = [line("x-amz-checksum-crc32:a"), line("x-amz-checksum-crc32:b")];
+        let twice = [
+            line("x-amz-checksum-crc32:a"),
+            line("x-amz-checksum-crc32:b"),
+        ];
         assert!(
             announced_trailers(Some("x-amz-checksum-crc32,x-amz-checksum-crc32"), &twice).is_err()
         );
