@@ -4,7 +4,7 @@
 //! - **Header-signed GET against a header swap**: small GETs over HTTP/1.1 at 16 kept-alive
 //!   connections, alternately carrying a bearer placeholder that sluice swaps, and a SigV4
 //!   `Authorization` by the placeholder key that sluice verifies and signs again with the real
-//!   key. sluice's CPU per request (from its process's CPU time), the median round's, set
+//!   key (both with the same `x-amz-date` and `x-amz-content-sha256`). sluice's CPU per request (from its process's CPU time), the median round's, set
 //!   against two in-process `aws-sigv4` signs of the same request (the verification and the
 //!   re-signing are one each: what the crate costs, [`baseline`]).
 //! - **A signed aws-chunked upload against an unsigned one**: one PUT of the same data,
@@ -253,14 +253,6 @@ async fn measure(rounds: usize, phase: Duration, mib: usize) -> Result<Figures, 
         authorization: read("proxy-url").ok().map(|url| basic_auth(&url)),
     };
     let tls = ClientTls::trusting(&dir.join("ca.pem"))?;
-    let swap = Arc::new(Route {
-        proxy: Some(proxy()),
-        tls: tls.clone(),
-        upstream: upstream.addr(),
-        authorization: HeaderValue::from_str(&format!("Bearer {}", read("placeholder")?))
-            .map_err(|e| BenchError::peer("sluice", e))?,
-        headers: Vec::new(),
-    });
     let mut signed = Route {
         proxy: Some(proxy()),
         tls: tls.clone(),
@@ -269,6 +261,16 @@ async fn measure(rounds: usize, phase: Duration, mib: usize) -> Result<Figures, 
         headers: Vec::new(),
     };
     let (authorization, headers) = signed_get(&signed.authority(), &key)?;
+    // The swap carries the same `x-amz-date` and `x-amz-content-sha256`: the two requests
+    // differ by their `Authorization` alone, so the difference is the signing's.
+    let swap = Arc::new(Route {
+        proxy: Some(proxy()),
+        tls: tls.clone(),
+        upstream: upstream.addr(),
+        authorization: HeaderValue::from_str(&format!("Bearer {}", read("placeholder")?))
+            .map_err(|e| BenchError::peer("sluice", e))?,
+        headers: headers.clone(),
+    });
     signed.authorization = authorization;
     signed.headers = headers;
     let signed = Arc::new(signed);

@@ -252,10 +252,13 @@ pub(super) async fn put(
         return Err(BenchError::Request(format!("CONNECT answered {status}")));
     }
     let name = ServerName::try_from(UPSTREAM_HOST).map_err(|e| BenchError::Tls(e.to_string()))?;
-    let tls = TlsConnector::from(route.tls.config(Proto::H1))
+    let mut tls = TlsConnector::from(route.tls.config(Proto::H1))
         .connect(name, tcp)
         .await
         .map_err(|e| BenchError::Request(format!("TLS inside the tunnel: {e}")))?;
+    // Each frame in one write, as sluice's upstream leg writes them: rustls's default 64 KiB
+    // bound would send a 64 KiB chunk and its size line in two.
+    tls.get_mut().1.set_buffer_limit(Some(256 * 1024));
     let (mut send, conn) = http1::handshake(TokioIo::new(tls))
         .await
         .map_err(|e| BenchError::Request(format!("HTTP/1.1 handshake: {e}")))?;

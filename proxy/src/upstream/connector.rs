@@ -21,6 +21,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+/// The most TLS bytes an upstream connection buffers before they are written: 256 KiB.
+const UPSTREAM_TLS_BUFFER: usize = 256 * 1024;
+
 use super::{Dialer, UpstreamError};
 
 /// The connector handed to hyper-util's pooled client.
@@ -105,6 +108,14 @@ impl Dialer {
                     },
                 },
             )?;
+        let mut stream = stream;
+        // rustls takes at most 64 KiB of plaintext per write by default: a 64 KiB aws-chunk
+        // and its size line would go out as two writes, and two wake-ups of each side. The
+        // bound is hyper's own write buffer's order; what is buffered is sent at once.
+        stream
+            .get_mut()
+            .1
+            .set_buffer_limit(Some(UPSTREAM_TLS_BUFFER));
         Ok(UpstreamConn::Tls(Box::new(TokioIo::new(stream))))
     }
 

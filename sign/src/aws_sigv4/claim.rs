@@ -44,11 +44,10 @@ pub struct Head<'a> {
 
 impl<'a> Head<'a> {
     /// Every value of the header `name` (compared case-insensitively), in order.
-    pub fn values(&self, name: &str) -> impl Iterator<Item = &'a str> + '_ {
-        let name = name.to_owned();
+    pub fn values<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'a str> + 's {
         self.headers
             .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(&name))
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| *v)
     }
 
