@@ -273,9 +273,84 @@ pub(crate) fn last_line(file: &mut File) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// A log's tail cut short: the cut line's length, and the whole line before it (none when
+/// the cut line is the file's only one).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct TornTail {
+    pub(crate) len: u64,
+    pub(crate) before: Option<Vec<u8>>,
+}
+
+/// The file's tail when it does not end with a newline (a write cut short): `None` when it
+/// does, or when the cut line, or the whole line before it, is longer than [`MAX_LINE`].
+pub(crate) fn torn_tail(file: &mut File) -> io::Result<Option<TornTail>> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(None);
+    }
+    let window = (2 * MAX_LINE + 2).min(len);
+    file.seek(SeekFrom::Start(len - window))?;
+    let mut tail = Vec::with_capacity(usize::try_from(window).unwrap_or(0));
+    (&mut *file).take(window).read_to_end(&mut tail)?;
+    if tail.ends_with(b"\n") {
+        return Ok(None);
+    }
+    let Some(at) = tail.iter().rposition(|&b| b == b'\n') else {
+        // The whole file is the cut line, when it is short enough to have been a record.
+        return Ok((window == len && len <= MAX_LINE).then_some(TornTail { len, before: None }));
+    };
+    let cut = (tail.len() - at - 1) as u64;
+    let body = &tail[..at];
+    let before = match body.iter().rposition(|&b| b == b'\n') {
+        Some(start) => body[start + 1..].to_vec(),
+        None if window == len => body.to_vec(),
+        None => return Ok(None),
+    };
+    if cut > MAX_LINE || before.len() as u64 > MAX_LINE || before.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(TornTail {
+        len: cut,
+        before: Some(before),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_cut_short_is_found_with_the_whole_line_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let read = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            torn_tail(&mut File::open(&path).unwrap()).unwrap()
+        };
+        assert_eq!(read(b"{\"a\":1}\n{\"b\":2}\n"), None);
+        assert_eq!(
+            read(b"{\"a\":1}\n{\"b\":2}\n{\"c\":"),
+            Some(TornTail {
+                len: 5,
+                before: Some(b"{\"b\":2}".to_vec())
+            })
+        );
+        assert_eq!(
+            read(b"{\"a\":1}\n{\"c"),
+            Some(TornTail {
+                len: 3,
+                before: Some(b"{\"a\":1}".to_vec())
+            })
+        );
+        assert_eq!(
+            read(b"{\"c"),
+            Some(TornTail {
+                len: 3,
+                before: None
+            })
+        );
+        assert_eq!(read(b""), None);
+    }
 
     #[test]
     fn log_names_are_the_file_and_its_numbered_segments() {

@@ -379,6 +379,11 @@ pub(crate) struct Line {
     /// the runs of one file chain too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) follows: Option<String>,
+    /// On a `start` appended after a line cut short (the run before was killed in the
+    /// middle of a write): that line's length in bytes. The cut line stays in the file,
+    /// ended by a newline this run added; `follows` names the last whole line before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) torn: Option<u64>,
     /// On the first line of each segment after a run's first (rotation): its number, from
     /// 2; the line's `prev` is the previous segment's last line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -410,6 +415,7 @@ impl Line {
             grants: None,
             counts: None,
             follows: None,
+            torn: None,
             segment: None,
             prev: String::new(),
         }

@@ -7,11 +7,11 @@
 //! do: overwrite or truncate a file, or rotate between the bytes of one line.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::files::last_line;
+use super::files::{last_line, torn_tail};
 use super::{AuditError, Line, line_hash};
 
 /// When the file being written is rotated into a segment: after it holds `max_bytes`, or
@@ -59,11 +59,15 @@ pub(crate) struct Opened {
     pub(crate) len: u64,
     /// SHA-256 of its last line, when it holds one: the new run's `follows`.
     pub(crate) last: Option<String>,
+    /// The length of a last line cut short, when there was one: the new run's `torn`.
+    pub(crate) torn: Option<u64>,
 }
 
 /// Opens (or creates, mode 0600) the log at `path` for appending. A regular file that is
-/// not empty must end with a whole audit record; anything else is refused and left as it
-/// is. Devices and pipes are written as they are.
+/// not empty must end with a whole audit record, or with a record cut short after one (a
+/// run killed in the middle of a write): the cut line is ended with a newline, kept, and
+/// named by the next run's `start` (`torn`), never dropped. Anything else is refused and
+/// left as it is. Devices and pipes are written as they are.
 pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
     let open_error = |source| AuditError::Open {
         path: path.to_owned(),
@@ -80,25 +84,49 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
             // last segment, so the log stays one chain and nothing before it can vanish.
             last = last_segment_line(path);
         }
-        return Ok(Opened { file, len: 0, last });
+        return Ok(Opened {
+            file,
+            len: 0,
+            last,
+            torn: None,
+        });
     }
     let refuse = |why: &str| AuditError::NotAppendable {
         path: path.to_owned(),
         why: why.to_owned(),
     };
-    let Some(last) = last_line(&mut file).map_err(open_error)? else {
-        return Err(refuse(
-            "its last line is cut short (no newline) or longer than any audit record",
-        ));
+    let (last, torn) = match last_line(&mut file).map_err(open_error)? {
+        Some(last) => (Some(last), None),
+        // A cut line is appended after only when a whole record precedes it: a short file
+        // without a newline may be anything, and is left alone.
+        None => match torn_tail(&mut file).map_err(open_error)? {
+            Some(torn) if torn.before.is_some() => (torn.before, Some(torn.len)),
+            _ => {
+                return Err(refuse(
+                    "its last line is cut short (no newline) and longer than any audit record, or no line before it is whole",
+                ));
+            }
+        },
     };
-    if serde_json::from_slice::<Line>(&last).is_err() {
-        return Err(refuse("its last line is not a sluice audit record"));
+    if let Some(last) = &last
+        && serde_json::from_slice::<Line>(last).is_err()
+    {
+        return Err(refuse("its last whole line is not a sluice audit record"));
     }
     set_private(&file).map_err(open_error)?;
+    let mut len = meta.len();
+    if torn.is_some() {
+        // The cut line becomes a line of its own: the next run's `start` starts on the next.
+        file.write_all(b"\n")
+            .and_then(|()| file.sync_data())
+            .map_err(open_error)?;
+        len += 1;
+    }
     Ok(Opened {
         file,
-        len: meta.len(),
-        last: Some(line_hash(&last)),
+        len,
+        last: last.as_deref().map(line_hash),
+        torn,
     })
 }
 

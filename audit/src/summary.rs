@@ -35,6 +35,10 @@ pub struct RunSummary {
     pub events: u64,
     /// Whether the run ends with `stop`.
     pub complete: bool,
+    /// Killed in the middle of a write: the length of its last line, cut short (see
+    /// [`super::Verified::torn`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torn: Option<u64>,
     /// SHA-256 of the run's last line (see [`super::Verified::head`]).
     pub head: String,
     /// How many segments its lines are spread over.
@@ -105,6 +109,7 @@ pub fn summarize(paths: &[PathBuf]) -> Result<Summary, ChainError> {
             run_id: run.run_id,
             events: run.lines,
             complete: run.complete,
+            torn: run.torn,
             head: run.head,
             segments: run.segments,
         }));
@@ -161,10 +166,13 @@ impl Summary {
                 } else {
                     String::new()
                 },
-                if run.complete {
-                    ""
-                } else {
-                    ", no stop record (run still going, ended abruptly, or tail cut)"
+                match (run.complete, run.torn) {
+                    (true, _) => String::new(),
+                    (false, Some(torn)) => format!(
+                        ", no stop record: killed in the middle of a write (its last line cut short, {torn} bytes, kept)"
+                    ),
+                    (false, None) =>
+                        ", no stop record (run still going, ended abruptly, or tail cut)".to_owned(),
                 }
             );
         }

@@ -488,6 +488,70 @@ fn a_full_queue_fails_the_log_closed() {
     assert!(matches!(log.close(), Err(AuditError::Failed { .. })));
 }
 
+/// A run killed in the middle of a write, then a run started on the same log: the cut line
+/// is kept and named, and the chain holds across it.
+#[test]
+fn a_line_cut_short_is_kept_named_and_chained_over() {
+    let dir = TempDir::new();
+    let path = dir.join("audit.jsonl");
+    let log = AuditLog::open(&path, "run-1", start_info()).unwrap();
+    log.record(Event::new(EventKind::Deny).host("h")).unwrap();
+    drop(log);
+    // What `kill -9` in the middle of a write leaves: part of a line, no newline.
+    let cut = "{\"seq\":3,\"ts\":\"2026-12-05T00:00:00Z\",\"run_id\":\"run-1\",\"ev";
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(cut.as_bytes())
+        .unwrap();
+    // Until a run follows it, the cut is where the chain breaks.
+    let before = verify(&path).unwrap_err();
+    assert!(
+        matches!(before.why(), Some(Break::NotTerminated)),
+        "{before}"
+    );
+    let log = AuditLog::open(&path, "run-2", start_info()).unwrap();
+    log.record(Event::new(EventKind::Swap).secret("s")).unwrap();
+    log.close().unwrap();
+    let written = lines(&path);
+    assert_eq!(written[2], cut, "the cut line is kept as it was");
+    assert_eq!(json(&written[3])["torn"], cut.len());
+    let logs = verify_logs(std::slice::from_ref(&path)).unwrap();
+    let runs = &logs[0].runs;
+    assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (runs[0].complete, runs[0].torn),
+        (false, Some(cut.len() as u64))
+    );
+    assert_eq!((runs[1].complete, runs[1].torn), (true, None));
+
+    // The cut line taken out, or another length named: the `start` no longer holds.
+    let whole = std::fs::read_to_string(&path).unwrap();
+    for (name, text) in [
+        ("dropped.jsonl", whole.replace(&format!("{cut}\n"), "")),
+        ("longer.jsonl", whole.replace(cut, &format!("{cut}x"))),
+    ] {
+        let edited = dir.join(name);
+        std::fs::write(&edited, text).unwrap();
+        let error = verify(&edited).unwrap_err();
+        assert!(matches!(error.why(), Some(Break::Torn)), "{name}: {error}");
+    }
+    // A line that is not a record, followed by anything but a `start` naming it: broken there.
+    let garbage = dir.join("garbage.jsonl");
+    let mut text: Vec<&str> = whole.lines().collect();
+    text.insert(1, "not a record");
+    std::fs::write(&garbage, text.join("\n") + "\n").unwrap();
+    match verify(&garbage).unwrap_err() {
+        ChainError::Broken { line, why, .. } => {
+            assert_eq!(line, 2);
+            assert!(matches!(why, Break::Malformed(_)), "{why}");
+        }
+        other => panic!("{other}"),
+    }
+}
+
 #[test]
 fn records_reach_the_file_within_the_flush_interval() {
     let dir = TempDir::new();

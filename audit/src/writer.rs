@@ -183,9 +183,14 @@ impl AuditLog {
         };
         // The line this run follows: the log's last, or (a log whose active file is gone)
         // its last segment's.
-        let follows = opened.last;
+        let follows = Follows {
+            last: opened.last,
+            torn: opened.torn,
+        };
         let mut file = opened.file;
-        if follows.is_some() && segment.due() {
+        // A run after a cut line starts in the same file, so that the line naming the cut
+        // is the one after it.
+        if follows.last.is_some() && follows.torn.is_none() && segment.due() {
             // A log already past its bound: this run starts in a segment of its own.
             file = segments::rotate(path).map_err(|source| AuditError::Open {
                 path: path.to_owned(),
@@ -212,7 +217,7 @@ impl AuditLog {
         run_id: &str,
         start: StartInfo,
         redactor: Option<Redactor>,
-        follows: Option<String>,
+        follows: Follows,
         segment: Option<Segment>,
     ) -> Result<AuditLog, AuditError> {
         check_start(run_id, &start)?;
@@ -231,7 +236,8 @@ impl AuditLog {
             segment,
         };
         let mut line = Line::bare(EventKind::Start, timestamp_now(), run_id);
-        line.follows = follows;
+        line.follows = follows.last;
+        line.torn = follows.torn;
         line.version = Some(env!("CARGO_PKG_VERSION").to_owned());
         line.policy_sha256 = Some(start.policy_sha256);
         line.ca_sha256 = Some(start.ca_sha256);
@@ -616,6 +622,14 @@ impl Writer {
     }
 }
 
+/// What a run appended to a log follows: the SHA-256 of the log's last whole line, and the
+/// length of a line cut short after it, if one was.
+#[derive(Default)]
+pub(crate) struct Follows {
+    last: Option<String>,
+    torn: Option<u64>,
+}
+
 /// Where a test writer's failure is injected.
 #[cfg(test)]
 pub(crate) fn open_with_sink(
@@ -629,7 +643,7 @@ pub(crate) fn open_with_sink(
         run_id,
         start,
         None,
-        None,
+        Follows::default(),
         None,
     )
 }

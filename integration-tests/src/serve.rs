@@ -159,6 +159,13 @@ impl ServeBinary {
         self.audit_lines()
     }
 
+    /// Kills sluice outright (SIGKILL: no drain, no `stop` record, nothing flushed), as an
+    /// OOM kill or a crash would, and waits for it to be gone.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     fn terminate(&self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])

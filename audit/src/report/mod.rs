@@ -146,6 +146,8 @@ pub struct RunReport {
     pub ended: String,
     /// Whether it ends with `stop`.
     pub complete: bool,
+    /// Killed in the middle of a write: the length of its last line, cut short.
+    pub torn: Option<u64>,
     /// Lines it wrote.
     pub events: u64,
     /// Files its lines are spread over.
@@ -275,6 +277,7 @@ pub fn build(paths: &[PathBuf]) -> Result<Report, ChainError> {
             .map(|(run, start)| RunReport {
                 events: run.lines,
                 complete: run.complete,
+                torn: run.torn,
                 segments: run.segments,
                 counts: run.counts,
                 ..start

@@ -27,10 +27,12 @@ pub(crate) fn verify(args: &super::AuditFileArgs) -> ExitCode {
             continue;
         }
         for run in &log.runs {
-            let tail = if run.complete {
-                ""
-            } else {
-                ", but no stop record: the run is still going, ended abruptly, or the log's tail was cut"
+            let tail = match (run.complete, run.torn) {
+                (true, _) => String::new(),
+                (false, Some(torn)) => format!(
+                    ", but no stop record: it was killed in the middle of a write (its last line is cut short: {torn} bytes, kept in the log and named by the next run)"
+                ),
+                (false, None) => ", but no stop record: the run is still going, ended abruptly, or the log's tail was cut".to_owned(),
             };
             let segments = if run.segments > 1 {
                 format!(" in {} segments", run.segments)
