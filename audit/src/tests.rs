@@ -386,6 +386,55 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A disk full in the middle of a run, then freed: the log refuses while it is full, then
+/// writes what it had accepted, in order, and takes records again; the chain holds.
+#[test]
+fn a_full_disk_mid_run_fails_closed_then_recovers_with_the_chain_intact() {
+    let disk = FillingDisk::default();
+    let log = open_with_sink(Box::new(disk.clone()), "run-1", start_info()).unwrap();
+    let newlines = || {
+        disk.bytes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+    };
+    log.record(Event::new(EventKind::Swap).secret("a")).unwrap();
+    wait_until("the first record to be flushed", || newlines() == 2);
+
+    disk.full.store(true, Ordering::SeqCst);
+    log.record(Event::new(EventKind::Swap).secret("b")).unwrap();
+    wait_until("the log to fail", || !log.is_healthy());
+    assert!(matches!(
+        log.record(Event::new(EventKind::Deny)),
+        Err(AuditError::Failed { .. })
+    ));
+    assert_eq!(log.write_failures(), 1, "one failure, however many retries");
+    std::thread::sleep(super::writer::RETRY * 3);
+    assert!(!log.is_healthy(), "still full: still failed");
+    assert_eq!(newlines(), 2, "nothing written while full");
+
+    disk.full.store(false, Ordering::SeqCst);
+    wait_until("the log to recover", || log.is_healthy());
+    log.record(Event::new(EventKind::Swap).secret("c")).unwrap();
+    log.close().unwrap();
+    let bytes = disk.bytes.lock().unwrap().clone();
+    let dir = TempDir::new();
+    let path = dir.join("recovered.jsonl");
+    std::fs::write(&path, &bytes).unwrap();
+    let verified = verify(&path).unwrap();
+    assert!(verified.complete);
+    // a and b (accepted before the disk filled), c after: the refused Deny is not there.
+    assert_eq!(verified.counts.swap, 3);
+    assert_eq!(verified.counts.deny, 0);
+    let secrets: Vec<String> = lines(&path)
+        .iter()
+        .filter_map(|l| json(l)["secret"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(secrets, ["a", "b", "c"]);
+}
+
 #[test]
 fn a_write_error_mid_run_fails_the_log_closed() {
     let disk = FillingDisk::default();

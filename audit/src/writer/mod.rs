@@ -6,18 +6,25 @@
 //! never truncate a log: a run appends its own chain after the runs already in the file.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod thread;
+
+#[cfg(test)]
+pub(crate) use thread::RETRY;
+
+use thread::Writer;
+
 use super::segments::{self, Rotation, Segment};
 use super::{
-    AuditError, Counts, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, genesis,
-    is_sha256_hex, is_valid_run_id, line_hash, sanitize_method, timestamp_now,
+    AuditError, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, is_sha256_hex,
+    is_valid_run_id, sanitize_method, timestamp_now,
 };
 
 /// How long a record may wait before it is written and flushed to the file: the writer
@@ -47,7 +54,9 @@ const MAX_REASON: usize = 512;
 /// cannot be written and flushed. After that, a failed write or flush (a full disk)
 /// marks the log failed, and so does a queue of [`QUEUE_CAPACITY`] records waiting for a
 /// stalled disk: [`AuditLog::record`] returns [`AuditError::Failed`] from then on
-/// and [`AuditLog::is_healthy`] is false, so the proxy can refuse to proxy.
+/// and [`AuditLog::is_healthy`] is false, so the proxy can refuse to proxy. A failed write
+/// is retried: when the disk takes it again, everything accepted before is written in
+/// order, the chain unbroken, and the log is healthy again (`thread`).
 ///
 /// # Durability
 ///
@@ -107,6 +116,12 @@ impl Health {
         let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
         failure.get_or_insert_with(|| format!("{what}: {err}"));
         self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// The disk took again what it had refused: records are accepted again.
+    fn recover(&self) {
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.failed.store(false, Ordering::SeqCst);
     }
 
     fn error(&self) -> AuditError {
@@ -225,16 +240,7 @@ impl AuditLog {
             path: path.to_owned(),
             source,
         };
-        let mut writer = Writer {
-            // Room for a whole batch, so that a batch is one write.
-            out: BufWriter::with_capacity(WRITE_BUFFER, sink),
-            line: Vec::new(),
-            run_id: run_id.to_owned(),
-            next_seq: 1,
-            prev: genesis(run_id),
-            counts: Counts::default(),
-            segment,
-        };
+        let mut writer = Writer::new(sink, run_id, segment);
         let mut line = Line::bare(EventKind::Start, timestamp_now(), run_id);
         line.follows = follows.last;
         line.torn = follows.torn;
@@ -284,7 +290,7 @@ impl AuditLog {
             );
         }
         writer.write(line).map_err(start_error)?;
-        writer.out.flush().map_err(start_error)?;
+        writer.flush().map_err(start_error)?;
 
         let (tx, rx) = mpsc::sync_channel(QUEUE_CAPACITY);
         let health = Arc::new(Health::default());
@@ -502,124 +508,6 @@ fn check_start(run_id: &str, start: &StartInfo) -> Result<(), AuditError> {
         }
     }
     Ok(())
-}
-
-/// The state only the writer thread touches: the file, `seq` and the chain.
-struct Writer {
-    out: BufWriter<Box<dyn Sink>>,
-    /// The line being written, kept to be reused.
-    line: Vec<u8>,
-    run_id: String,
-    next_seq: u64,
-    prev: String,
-    counts: Counts,
-    /// The file being written, when the log is a file (not a test sink).
-    segment: Option<Segment>,
-}
-
-impl Writer {
-    /// Stamps `seq`, `run_id` and `prev` on the line, writes it and advances the chain;
-    /// first rotates the file when the segment is full or old enough, so that every
-    /// segment ends with a whole line and the next begins with this one.
-    fn write(&mut self, mut line: Line) -> io::Result<()> {
-        if let Some(segment) = self.segment.as_mut()
-            && segment.due()
-        {
-            self.out.flush()?;
-            self.out.get_mut().sync()?;
-            let file = segments::rotate(&segment.path)?;
-            self.out = BufWriter::with_capacity(WRITE_BUFFER, Box::new(file));
-            segment.bytes = 0;
-            segment.since = Instant::now();
-            segment.number += 1;
-            line.segment = Some(segment.number);
-        }
-        line.seq = self.next_seq;
-        line.run_id.clone_from(&self.run_id);
-        line.prev.clone_from(&self.prev);
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, &line).map_err(io::Error::other)?;
-        self.out.write_all(&self.line)?;
-        self.out.write_all(b"\n")?;
-        if let Some(segment) = self.segment.as_mut() {
-            segment.bytes += self.line.len() as u64 + 1;
-        }
-        self.next_seq += 1;
-        self.prev = line_hash(&self.line);
-        self.counts.add(line.event);
-        Ok(())
-    }
-
-    /// Writes batches until the log is closed or every handle is gone.
-    ///
-    /// The thread blocks on the queue only when everything it took is written and flushed.
-    /// After the first record of a burst it sleeps [`FLUSH_INTERVAL`], then takes what
-    /// gathered without blocking, writes it and flushes once. A busy proxy therefore wakes
-    /// this thread once per batch, not once per event: a sender only pays for a wake-up
-    /// when the writer is parked on an empty queue.
-    fn run(mut self, rx: &Receiver<Msg>, health: &Health) {
-        while let Ok(first) = rx.recv() {
-            std::thread::sleep(FLUSH_INTERVAL);
-            let mut next = Some(first);
-            let mut disconnected = false;
-            // A backlog is written in batches too: flushed at least every FLUSH_INTERVAL.
-            let mut batch_start = Instant::now();
-            while let Some(msg) = next.take() {
-                if batch_start.elapsed() >= FLUSH_INTERVAL {
-                    if let Err(err) = self.out.flush() {
-                        health.fail("flushing", &err);
-                        return;
-                    }
-                    batch_start = Instant::now();
-                }
-                match msg {
-                    Msg::Event(line) => {
-                        health.queued.fetch_sub(1, Ordering::Relaxed);
-                        if let Err(err) = self.write(*line) {
-                            health.fail("writing a record", &err);
-                            return;
-                        }
-                    }
-                    Msg::Close(reply) => {
-                        let result = self.finish().map_err(|err| {
-                            health.fail("writing the stop record", &err);
-                            health.error()
-                        });
-                        let _ = reply.send(result);
-                        return;
-                    }
-                }
-                next = match rx.try_recv() {
-                    Ok(msg) => Some(msg),
-                    Err(TryRecvError::Empty) => None,
-                    Err(TryRecvError::Disconnected) => {
-                        disconnected = true;
-                        None
-                    }
-                };
-            }
-            if let Err(err) = self.out.flush() {
-                health.fail("flushing", &err);
-                return;
-            }
-            if disconnected {
-                return;
-            }
-        }
-        // Every handle dropped without closing: what was queued is written; no `stop`.
-        if let Err(err) = self.out.flush() {
-            health.fail("flushing", &err);
-        }
-    }
-
-    /// Writes `stop`, flushes and syncs.
-    fn finish(&mut self) -> io::Result<()> {
-        let mut line = Line::bare(EventKind::Stop, timestamp_now(), &self.run_id);
-        line.counts = Some(self.counts);
-        self.write(line)?;
-        self.out.flush()?;
-        self.out.get_mut().sync()
-    }
 }
 
 /// What a run appended to a log follows: the SHA-256 of the log's last whole line, and the
