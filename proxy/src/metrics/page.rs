@@ -222,7 +222,7 @@ impl Collector for Page {
         counter(
             &mut encoder,
             "sluice_audit_write_failures",
-            "Audit writes that failed, and events refused by a failed log; after the first, sluice refuses to proxy.",
+            "Audit writes that failed, and events refused by a failed log; while it is failed, sluice refuses to proxy.",
             g.audit_write_failures + sum.audit_failures,
         )?;
         counter(
@@ -264,7 +264,7 @@ impl Collector for Page {
         gauge(
             &mut encoder,
             "sluice_audit_healthy",
-            "1 while the audit log is writable, 0 once it failed (sluice then refuses to proxy).",
+            "1 while the audit log is writable, 0 while it is failed (sluice then refuses to proxy).",
             u64::from(g.audit_healthy),
         )?;
         Ok(())
