@@ -170,6 +170,10 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
     })?;
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let mut config = ProxyConfig::new(loaded.policy, listen, args.dir.join("audit.jsonl"));
+    // A declaration from a file can be reloaded (`SIGHUP`, as `sluice serve` does; the soak
+    // sends it); never on its own, so that the soak counts every reload it asked for.
+    config.policy_path.clone_from(&args.policy);
+    config.watch_files = false;
     config.upstream_ca = vec![args.upstream_ca.clone()];
     // `SLUICE_BENCH_WORKERS` overrides the worker count (a diagnostic, named in the report).
     config.workers = match std::env::var("SLUICE_BENCH_WORKERS") {
@@ -225,7 +229,19 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
             .collect();
         write(&args.dir.join("placeholders"), &all)?;
         crate::child::announce_ready(proxy.local_addr())?;
-        crate::child::stdin_closed().await;
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| BenchError::peer("sluice", format!("SIGHUP: {e}")))?;
+        let closed = crate::child::stdin_closed();
+        tokio::pin!(closed);
+        loop {
+            tokio::select! {
+                () = &mut closed => break,
+                Some(()) = hangups.recv() => {
+                    // The outcome is in the audit log (`reload`), which the soak reads.
+                    let _ = proxy.reload().await;
+                }
+            }
+        }
         proxy
             .shutdown()
             .await

@@ -14,6 +14,8 @@ fn thirty_seconds_of_faults_leave_sluice_up_leak_free_and_flat() {
     let json_path = dir.path().join("soak.json");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
         .args(["soak", "--secs", "30", "--concurrency", "8"])
+        // A reload every two seconds, every fifth of an invalid declaration.
+        .args(["--reload-every", "2"])
         // A debug build on a shared machine: allocator and pool warm-up can still move
         // memory after six seconds; a per-request leak over thousands of requests cannot
         // hide under these.
@@ -46,6 +48,12 @@ fn thirty_seconds_of_faults_leave_sluice_up_leak_free_and_flat() {
             "{field}: {stdout}"
         );
     }
+    // Reloads through the load: every valid one in force, every invalid one refused.
+    let asked = &summary["reloads_asked"];
+    assert!(asked["valid"].as_u64().unwrap_or(0) >= 8, "{stdout}");
+    assert!(asked["invalid"].as_u64().unwrap_or(0) >= 2, "{stdout}");
+    assert_eq!(summary["reloads_in_force"], asked["valid"], "{stdout}");
+    assert_eq!(summary["reloads_refused"], asked["invalid"], "{stdout}");
     assert!(
         summary["bad_tls_attempts"].as_u64().unwrap_or(0) > 0,
         "sluice never dialled the wrong-certificate upstream: {stdout}"

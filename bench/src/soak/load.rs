@@ -160,6 +160,10 @@ pub(crate) struct Tally {
     pub(crate) h2: u64,
     /// Tunnels opened.
     pub(crate) tunnels: u64,
+    /// Requests never sent because sluice had closed their kept-alive connection (it ends
+    /// the tunnels of a declaration a reload replaced, once their work is done), sent
+    /// again on a new tunnel as a client's pool does.
+    pub(crate) resent: u64,
     /// Times the client received the real value (described; never the value itself).
     pub(crate) leaks: Vec<String>,
 }
@@ -179,6 +183,7 @@ impl Tally {
         self.h1 += other.h1;
         self.h2 += other.h2;
         self.tunnels += other.tunnels;
+        self.resent += other.resent;
         self.leaks.extend(other.leaks);
     }
 
@@ -308,6 +313,12 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
             Conn::H2(_) => tally.h2 += 1,
         }
         let (verdict, reusable) = one(&client, &mut conn, kind, &mut tally.leaks).await;
+        // A kept-alive connection sluice closed before this request went out: not an
+        // answer to it. A client's pool sends it again on a new connection; so does this.
+        if uses > 0 && matches!(&verdict, Err(why) if why.starts_with(NOT_SENT)) {
+            tally.resent += 1;
+            continue;
+        }
         if verdict.is_err() {
             pause().await;
         }
@@ -497,18 +508,29 @@ fn request(client: &Client, conn: &Conn, kind: Kind) -> Request<SoakBody> {
     })
 }
 
+/// How an exchange whose request never went out (its connection had closed, or closed as
+/// it was about to be written) begins.
+const NOT_SENT: &str = "not ready";
+
 async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, String> {
     let response = match conn {
         Conn::H1(send) => {
-            send.ready().await.map_err(|e| format!("not ready: {e}"))?;
+            send.ready().await.map_err(|e| format!("{NOT_SENT}: {e}"))?;
             send.send_request(request).await
         }
         Conn::H2(send) => {
-            send.ready().await.map_err(|e| format!("not ready: {e}"))?;
+            send.ready().await.map_err(|e| format!("{NOT_SENT}: {e}"))?;
             send.send_request(request).await
         }
     }
-    .map_err(|e| format!("request: {e}"))?;
+    // Canceled: the connection closed before the request was written (hyper keeps it).
+    .map_err(|e| {
+        if e.is_canceled() {
+            format!("{NOT_SENT}: {e}")
+        } else {
+            format!("request: {e}")
+        }
+    })?;
     let status = response.status().as_u16();
     let (parts, mut incoming) = response.into_parts();
     let mut body = Vec::new();

@@ -22,6 +22,7 @@
 
 mod body;
 mod load;
+mod reload;
 mod upstream;
 
 use std::io::{Read, Seek};
@@ -68,6 +69,10 @@ pub(crate) struct SoakArgs {
     /// Keep the run directory (sluice's stderr and audit log) and print its path.
     #[arg(long)]
     keep: bool,
+    /// Reload sluice's declaration (`SIGHUP`) this often, in seconds; every fifth time
+    /// with an invalid declaration, which must be refused [default: never].
+    #[arg(long, value_name = "SECS")]
+    reload_every: Option<f64>,
 }
 
 /// One reading of sluice's process.
@@ -109,6 +114,7 @@ struct Summary {
     h1_requests: u64,
     h2_requests: u64,
     tunnels: u64,
+    resent: u64,
     kinds: Vec<(String, KindTally)>,
     upstream_requests: u64,
     upstream_swaps: u64,
@@ -117,6 +123,9 @@ struct Summary {
     audit_swaps: u64,
     audit_refusals: u64,
     audit_redactions: u64,
+    reloads_asked: reload::Reloads,
+    reloads_in_force: u64,
+    reloads_refused: u64,
     rss_warmup_kib: Range,
     rss_after_kib: Range,
     rss_bound_kib: u64,
@@ -151,8 +160,11 @@ pub(crate) fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
 }
 
 /// The declaration: one header of one host swapped, every response redacted; the other
-/// two hosts reachable without the secret.
-fn declaration() -> String {
+/// two hosts reachable without the secret. A reload's `generation` (0 at start) allows one
+/// more loopback address (a new name would be outside the run CA's name constraints), so
+/// that each reload changes the declaration.
+fn declaration(generation: u64) -> String {
+    let (high, low) = ((generation / 250) % 250 + 1, generation % 250 + 1);
     format!(
         "version: 1\n\
          secrets:\n  \
@@ -164,7 +176,7 @@ fn declaration() -> String {
              header: [Authorization]\n\
          egress:\n  \
            allow: [\"{UNGRANTED_HOST}\", \"{BAD_TLS_HOST}\"]\n  \
-           allow_ips: [\"127.0.0.1/32\"]\n"
+           allow_ips: [\"127.0.0.1/32\", \"127.1.{high}.{low}/32\"]\n"
     )
 }
 
@@ -176,7 +188,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let upstream_ca = dir.join("upstream-ca.pem");
     let upstreams = upstream::start(&upstream_ca, &value).await?;
     let policy = dir.join("soak.yaml");
-    std::fs::write(&policy, declaration()).map_err(BenchError::file(&policy))?;
+    std::fs::write(&policy, declaration(0)).map_err(BenchError::file(&policy))?;
     let sluice_dir = dir.join("sluice");
     std::fs::create_dir_all(&sluice_dir).map_err(BenchError::file(&sluice_dir))?;
     let stderr_path = dir.join("sluice.stderr");
@@ -224,6 +236,16 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         started + Duration::from_secs(secs),
         stop.clone(),
     ));
+    let reloads = args.reload_every.map(|every| {
+        tokio::spawn(reload::run(
+            pid,
+            policy.clone(),
+            declaration,
+            Duration::from_secs_f64(every.max(0.5)),
+            started + Duration::from_secs(secs),
+            stop.clone(),
+        ))
+    });
     // Watch sluice once a second while the load runs.
     let mut samples = Vec::new();
     let mut stderr = StderrWatch::new(&stderr_path, &value);
@@ -257,6 +279,12 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         }
     }
     let tally = load.await.map_err(|e| BenchError::peer("soak load", e))?;
+    let reloads_asked = match reloads {
+        Some(task) => task
+            .await
+            .map_err(|e| BenchError::peer("soak reloads", e))?,
+        None => reload::Reloads::default(),
+    };
     let elapsed = started.elapsed();
     // Stop sluice: it drains, writes `stop` to the audit log and must exit 0.
     match sluice.finish(Duration::from_secs(30)).await {
@@ -280,6 +308,12 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         &mut summary,
         &mut violations,
     );
+    let audit = std::fs::read_to_string(sluice_dir.join("audit.jsonl")).unwrap_or_default();
+    let (in_force, refused, reload_violations) = reload::judge(&audit, reloads_asked);
+    summary.reloads_asked = reloads_asked;
+    summary.reloads_in_force = in_force;
+    summary.reloads_refused = refused;
+    violations.extend(reload_violations);
     judge_resources(
         &samples,
         secs,
@@ -355,6 +389,7 @@ fn judge_load(tally: &Tally, args: &SoakArgs, summary: &mut Summary, violations:
     summary.h1_requests = tally.h1;
     summary.h2_requests = tally.h2;
     summary.tunnels = tally.tunnels;
+    summary.resent = tally.resent;
     for kind in Kind::all() {
         let counts = tally.kinds.get(&kind).cloned().unwrap_or_default();
         if counts.expected == 0 {
@@ -529,6 +564,18 @@ fn text(summary: &Summary) -> String {
         "  audit log: {} events ({} swaps, {} refusals, {} redactions)",
         summary.audit_events, summary.audit_swaps, summary.audit_refusals, summary.audit_redactions
     );
+    let asked = summary.reloads_asked;
+    if asked.valid + asked.invalid > 0 {
+        let _ = writeln!(
+            out,
+            "  reloads: {} valid (in force: {}), {} invalid (refused, the declaration kept: {}); {} requests sent again on a new tunnel after sluice closed a kept-alive one",
+            asked.valid,
+            summary.reloads_in_force,
+            asked.invalid,
+            summary.reloads_refused,
+            summary.resent
+        );
+    }
     let _ = writeln!(
         out,
         "  RSS KiB: warm-up {}..{}, after {}..{} (bound {})",
@@ -564,15 +611,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_declaration_loads_cleanly() {
-        let loaded =
-            sluice_policies::Policy::parse(&declaration(), "soak.yaml").unwrap_or_else(|d| {
-                panic!(
-                    "{:?}",
-                    d.0.iter().map(ToString::to_string).collect::<Vec<_>>()
-                )
-            });
-        assert!(loaded.warnings.is_empty());
+    fn every_generation_of_the_declaration_loads_cleanly_and_differs() {
+        let mut hashes = std::collections::HashSet::new();
+        for generation in [0, 1, 249, 250, 251, 100_000] {
+            let loaded = sluice_policies::Policy::parse(&declaration(generation), "soak.yaml")
+                .unwrap_or_else(|d| {
+                    panic!(
+                        "{generation}: {:?}",
+                        d.0.iter().map(ToString::to_string).collect::<Vec<_>>()
+                    )
+                });
+            assert!(loaded.warnings.is_empty());
+            assert!(hashes.insert(declaration(generation)), "{generation}");
+        }
     }
 
     #[test]
