@@ -14,8 +14,9 @@ fn thirty_seconds_of_faults_leave_sluice_up_leak_free_and_flat() {
     let json_path = dir.path().join("soak.json");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
         .args(["soak", "--secs", "30", "--concurrency", "8"])
-        // A reload every two seconds, every fifth of an invalid declaration.
-        .args(["--reload-every", "2"])
+        // A reload every two seconds, every fifth of an invalid declaration; the value
+        // rotated every five.
+        .args(["--reload-every", "2", "--rotate-every", "5"])
         // A debug build on a shared machine: allocator and pool warm-up can still move
         // memory after six seconds; a per-request leak over thousands of requests cannot
         // hide under these.
@@ -54,6 +55,10 @@ fn thirty_seconds_of_faults_leave_sluice_up_leak_free_and_flat() {
     assert!(asked["invalid"].as_u64().unwrap_or(0) >= 2, "{stdout}");
     assert_eq!(summary["reloads_in_force"], asked["valid"], "{stdout}");
     assert_eq!(summary["reloads_refused"], asked["invalid"], "{stdout}");
+    // Rotations: each in force, and no rotated-out value on a tunnel opened after it.
+    assert!(asked["rotations"].as_u64().unwrap_or(0) >= 4, "{stdout}");
+    assert_eq!(asked["rotations_in_force"], asked["rotations"], "{stdout}");
+    assert_eq!(summary["stale_swaps"], 0, "{stdout}");
     assert!(
         summary["bad_tls_attempts"].as_u64().unwrap_or(0) > 0,
         "sluice never dialled the wrong-certificate upstream: {stdout}"

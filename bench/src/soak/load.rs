@@ -23,8 +23,9 @@ use tokio_rustls::TlsConnector;
 
 use super::body::{self, SoakBody};
 use super::upstream::{
-    BAD_TLS_HOST, GRANTED_HOST, OK_BODY, REFUSED_PATH, STREAM_BYTES, UNGRANTED_HOST,
+    BAD_TLS_HOST, GRANTED_HOST, OK_BODY, REFUSED_PATH, STREAM_BYTES, TUNNEL_HEADER, UNGRANTED_HOST,
 };
+use super::values::Values;
 use crate::pki::{ClientTls, Proto};
 
 /// How long opening a connection or completing a request may take on a loaded machine.
@@ -52,8 +53,8 @@ pub(crate) struct Client {
     pub(crate) tls: ClientTls,
     /// The secret's placeholder.
     pub(crate) placeholder: String,
-    /// The real value (searched for, never sent).
-    pub(crate) value: String,
+    /// The real values, every one the secret has had (searched for, never sent).
+    pub(crate) values: Arc<Values>,
     /// Port of the normal upstream (granted and ungranted hosts).
     pub(crate) good_port: u16,
     /// Port of the bad-TLS upstream.
@@ -263,7 +264,8 @@ enum Conn {
 async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<AtomicBool>) -> Tally {
     let mut tally = Tally::default();
     let mut dice = Dice(0x9e37_79b9_7f4a_7c15 ^ (id + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
-    let mut kept: Option<(Conn, u32)> = None;
+    // The kept-alive connection, its uses, and when it was opened (ms).
+    let mut kept: Option<(Conn, u32, u64)> = None;
     let mut next_proto = if id.is_multiple_of(2) {
         Proto::H1
     } else {
@@ -274,7 +276,7 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
         // One request in four toward the granted host goes on a new tunnel; the others on
         // the worker's kept-alive connection.
         let fresh = kind.own_tunnel() || dice.next().is_multiple_of(4);
-        let (conn, uses) = match kept.take() {
+        let (conn, uses, opened) = match kept.take() {
             Some(kept) if !fresh => kept,
             _ => {
                 let proto = next_proto;
@@ -288,8 +290,11 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
                     _ => (GRANTED_HOST, client.good_port),
                 };
                 tally.tunnels += 1;
+                // Taken before the CONNECT: a tunnel opened after a rotation was in force
+                // must carry the new value.
+                let opened_ms = client.values.now_ms();
                 match tokio::time::timeout(PATIENCE, open(&client, host, port, proto)).await {
-                    Ok(Ok(conn)) => (conn, 0),
+                    Ok(Ok(conn)) => (conn, 0, opened_ms),
                     Ok(Err(Opened::Refused(status))) if kind == Kind::BadTls && status == 502 => {
                         // sluice may check the upstream before it answers the CONNECT.
                         tally.note(kind, Ok(()));
@@ -312,7 +317,7 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
             Conn::H1(_) => tally.h1 += 1,
             Conn::H2(_) => tally.h2 += 1,
         }
-        let (verdict, reusable) = one(&client, &mut conn, kind, &mut tally.leaks).await;
+        let (verdict, reusable) = one(&client, &mut conn, opened, kind, &mut tally.leaks).await;
         // A kept-alive connection sluice closed before this request went out: not an
         // answer to it. A client's pool sends it again on a new connection; so does this.
         if uses > 0 && matches!(&verdict, Err(why) if why.starts_with(NOT_SENT)) {
@@ -324,7 +329,7 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
         }
         tally.note(kind, verdict);
         if reusable && !fresh && uses + 1 < REQUESTS_PER_CONNECTION {
-            kept = Some((conn, uses + 1));
+            kept = Some((conn, uses + 1, opened));
         }
     }
     tally
@@ -402,10 +407,11 @@ struct Seen {
 async fn one(
     client: &Client,
     conn: &mut Conn,
+    opened: u64,
     kind: Kind,
     leaks: &mut Vec<String>,
 ) -> (Result<(), String>, bool) {
-    let request = request(client, conn, kind);
+    let request = request(client, conn, opened, kind);
     let exchange = exchange(conn, request);
     if kind.abandoned() {
         return match tokio::time::timeout(ABANDON_AFTER, exchange).await {
@@ -448,7 +454,7 @@ fn describe(seen: &Result<Seen, String>) -> String {
 }
 
 /// The request for `kind` on `conn`.
-fn request(client: &Client, conn: &Conn, kind: Kind) -> Request<SoakBody> {
+fn request(client: &Client, conn: &Conn, opened: u64, kind: Kind) -> Request<SoakBody> {
     let host = match kind {
         Kind::Ungranted => UNGRANTED_HOST,
         Kind::BadTls => BAD_TLS_HOST,
@@ -478,6 +484,7 @@ fn request(client: &Client, conn: &Conn, kind: Kind) -> Request<SoakBody> {
             .header(http::header::HOST, authority),
         Conn::H2(_) => Request::builder().uri(format!("https://{authority}{target}")),
     };
+    let builder = builder.header(TUNNEL_HEADER, opened);
     let bearer = format!("Bearer {}", client.placeholder);
     let builder = match kind {
         // The placeholder where the secret does not grant it: another header.
@@ -556,9 +563,10 @@ async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, S
 }
 
 fn check_leaks(client: &Client, kind: Kind, seen: &Seen, leaks: &mut Vec<String>) {
-    let value = client.value.as_bytes();
+    let values = client.values.all();
+    let any = |bytes: &[u8]| values.iter().any(|v| body::contains(bytes, v));
     for (name, header) in &seen.headers {
-        if body::contains(header.as_bytes(), value) {
+        if any(header.as_bytes()) {
             leaks.push(format!(
                 "{}: the real value in response header {name}",
                 kind.name()
@@ -566,7 +574,7 @@ fn check_leaks(client: &Client, kind: Kind, seen: &Seen, leaks: &mut Vec<String>
         }
     }
     if let Ok(body) = &seen.body
-        && body::contains(body, value)
+        && any(body)
     {
         leaks.push(format!(
             "{}: the real value in the response body",

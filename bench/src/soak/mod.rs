@@ -24,6 +24,7 @@ mod body;
 mod load;
 mod reload;
 mod upstream;
+mod values;
 
 use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
@@ -73,6 +74,10 @@ pub(crate) struct SoakArgs {
     /// with an invalid declaration, which must be refused [default: never].
     #[arg(long, value_name = "SECS")]
     reload_every: Option<f64>,
+    /// Rotate the secret's value this often, in seconds: a new value in its file source,
+    /// then `SIGHUP` [default: never].
+    #[arg(long, value_name = "SECS")]
+    rotate_every: Option<f64>,
 }
 
 /// One reading of sluice's process.
@@ -126,6 +131,11 @@ struct Summary {
     reloads_asked: reload::Reloads,
     reloads_in_force: u64,
     reloads_refused: u64,
+    /// Swaps of a retired value on a tunnel opened before its retirement (allowed: a tunnel
+    /// keeps the declaration it was opened under).
+    retired_swaps: u64,
+    /// Swaps of a retired value on a tunnel opened after it (each is a violation).
+    stale_swaps: u64,
     rss_warmup_kib: Range,
     rss_after_kib: Range,
     rss_bound_kib: u64,
@@ -163,13 +173,14 @@ pub(crate) fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
 /// two hosts reachable without the secret. A reload's `generation` (0 at start) allows one
 /// more loopback address (a new name would be outside the run CA's name constraints), so
 /// that each reload changes the declaration.
-fn declaration(generation: u64) -> String {
+fn declaration(value_file: &Path, generation: u64) -> String {
     let (high, low) = ((generation / 250) % 250 + 1, generation % 250 + 1);
+    let value_file = value_file.display();
     format!(
         "version: 1\n\
          secrets:\n  \
            {SECRET}:\n    \
-             from: {{ env: {TOKEN_VAR} }}\n    \
+             from: {{ file: \"{value_file}\" }}\n    \
              hosts: [\"{GRANTED_HOST}\"]\n    \
              sinks: [egress]\n    \
              in: [header]\n    \
@@ -185,10 +196,13 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let dir = tmp.path().to_owned();
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
     let value = crate::harness::stand_in_value("soakvalue");
+    let values = values::Values::new(&value);
+    let value_file = dir.join("value");
+    std::fs::write(&value_file, &value).map_err(BenchError::file(&value_file))?;
     let upstream_ca = dir.join("upstream-ca.pem");
-    let upstreams = upstream::start(&upstream_ca, &value).await?;
+    let upstreams = upstream::start(&upstream_ca, values.clone()).await?;
     let policy = dir.join("soak.yaml");
-    std::fs::write(&policy, declaration(0)).map_err(BenchError::file(&policy))?;
+    std::fs::write(&policy, declaration(&value_file, 0)).map_err(BenchError::file(&policy))?;
     let sluice_dir = dir.join("sluice");
     std::fs::create_dir_all(&sluice_dir).map_err(BenchError::file(&sluice_dir))?;
     let stderr_path = dir.join("sluice.stderr");
@@ -217,7 +231,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         proxy_auth: crate::harness::basic_auth(&read("proxy-url")?),
         tls: ClientTls::trusting(&sluice_dir.join("ca.pem"))?,
         placeholder: read("placeholder")?,
-        value: value.clone(),
+        values: values.clone(),
         good_port: upstreams.good.port(),
         bad_tls_port: upstreams.bad_tls.port(),
     });
@@ -236,16 +250,22 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         started + Duration::from_secs(secs),
         stop.clone(),
     ));
-    let reloads = args.reload_every.map(|every| {
-        tokio::spawn(reload::run(
-            pid,
-            policy.clone(),
-            declaration,
-            Duration::from_secs_f64(every.max(0.5)),
-            started + Duration::from_secs(secs),
-            stop.clone(),
-        ))
-    });
+    let every = |secs: Option<f64>| secs.map(|s| Duration::from_secs_f64(s.max(0.5)));
+    let reloads = tokio::spawn(reload::run(reload::Plan {
+        pid,
+        policy: policy.clone(),
+        declaration: {
+            let value_file = value_file.clone();
+            Box::new(move |generation| declaration(&value_file, generation))
+        },
+        reload_every: every(args.reload_every),
+        rotate_every: every(args.rotate_every),
+        value_file: value_file.clone(),
+        values: values.clone(),
+        audit: sluice_dir.join("audit.jsonl"),
+        until: started + Duration::from_secs(secs),
+        stop: stop.clone(),
+    }));
     // Watch sluice once a second while the load runs.
     let mut samples = Vec::new();
     let mut stderr = StderrWatch::new(&stderr_path, &value);
@@ -279,12 +299,9 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         }
     }
     let tally = load.await.map_err(|e| BenchError::peer("soak load", e))?;
-    let reloads_asked = match reloads {
-        Some(task) => task
-            .await
-            .map_err(|e| BenchError::peer("soak reloads", e))?,
-        None => reload::Reloads::default(),
-    };
+    let reloads_asked = reloads
+        .await
+        .map_err(|e| BenchError::peer("soak reloads", e))?;
     let elapsed = started.elapsed();
     // Stop sluice: it drains, writes `stop` to the audit log and must exit 0.
     match sluice.finish(Duration::from_secs(30)).await {
@@ -302,12 +319,19 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     };
     judge_load(&tally, args, &mut summary, &mut violations);
     judge_upstream(&upstreams.record, &mut summary, &mut violations);
+    let every_value = values.all();
     judge_audit(
         &sluice_dir.join("audit.jsonl"),
-        &value,
+        &every_value,
         &mut summary,
         &mut violations,
     );
+    // Every value the secret had, in all sluice wrote on stderr (the watch during the run
+    // looks for the first).
+    let stderr_text = std::fs::read(&stderr_path).unwrap_or_default();
+    if every_value.iter().any(|v| body::contains(&stderr_text, v)) {
+        violations.push("a value (current or rotated) appeared in sluice's stderr".to_owned());
+    }
     let audit = std::fs::read_to_string(sluice_dir.join("audit.jsonl")).unwrap_or_default();
     let (in_force, refused, reload_violations) = reload::judge(&audit, reloads_asked);
     summary.reloads_asked = reloads_asked;
@@ -418,6 +442,14 @@ fn judge_upstream(record: &upstream::Record, summary: &mut Summary, violations: 
     let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
     summary.upstream_requests = load(&record.requests);
     summary.upstream_swaps = load(&record.swaps);
+    summary.retired_swaps = load(&record.retired_swaps);
+    summary.stale_swaps = load(&record.stale_swaps);
+    if summary.stale_swaps > 0 {
+        violations.push(format!(
+            "a rotated-out value reached the upstream {} times on tunnels opened after its rotation was in force",
+            summary.stale_swaps
+        ));
+    }
     summary.bad_tls_attempts = load(&record.bad_tls_attempts);
     let leaks = load(&record.leak_count);
     if leaks > 0 {
@@ -444,7 +476,12 @@ fn judge_upstream(record: &upstream::Record, summary: &mut Summary, violations: 
     }
 }
 
-fn judge_audit(path: &Path, value: &str, summary: &mut Summary, violations: &mut Vec<String>) {
+fn judge_audit(
+    path: &Path,
+    values: &[Vec<u8>],
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
     match sluice_audit::verify(path) {
         Ok(verified) => {
             summary.audit_events = verified.lines;
@@ -463,7 +500,7 @@ fn judge_audit(path: &Path, value: &str, summary: &mut Summary, violations: &mut
         }
         Err(e) => violations.push(format!("`sluice audit verify` fails: {e}")),
     }
-    let mut scan = StreamScan::new(value.as_bytes());
+    let mut scans: Vec<StreamScan> = values.iter().map(|v| StreamScan::new(v)).collect();
     match std::fs::File::open(path) {
         Ok(mut file) => {
             let mut buf = vec![0u8; 1 << 20];
@@ -471,9 +508,9 @@ fn judge_audit(path: &Path, value: &str, summary: &mut Summary, violations: &mut
                 if n == 0 {
                     break;
                 }
-                scan.push(&buf[..n]);
+                scans.iter_mut().for_each(|scan| scan.push(&buf[..n]));
             }
-            if scan.found() {
+            if scans.iter().any(StreamScan::found) {
                 violations.push("the real value appeared in the audit log".to_owned());
             }
         }
@@ -575,6 +612,11 @@ fn text(summary: &Summary) -> String {
             summary.reloads_refused,
             summary.resent
         );
+        let _ = writeln!(
+            out,
+            "  rotations: {} (in force: {}); the old value swapped {} times on tunnels opened before its rotation, {} after",
+            asked.rotations, asked.rotations_in_force, summary.retired_swaps, summary.stale_swaps
+        );
     }
     let _ = writeln!(
         out,
@@ -614,15 +656,21 @@ mod tests {
     fn every_generation_of_the_declaration_loads_cleanly_and_differs() {
         let mut hashes = std::collections::HashSet::new();
         for generation in [0, 1, 249, 250, 251, 100_000] {
-            let loaded = sluice_policies::Policy::parse(&declaration(generation), "soak.yaml")
-                .unwrap_or_else(|d| {
-                    panic!(
-                        "{generation}: {:?}",
-                        d.0.iter().map(ToString::to_string).collect::<Vec<_>>()
-                    )
-                });
+            let loaded = sluice_policies::Policy::parse(
+                &declaration(Path::new("/soak/value"), generation),
+                "soak.yaml",
+            )
+            .unwrap_or_else(|d| {
+                panic!(
+                    "{generation}: {:?}",
+                    d.0.iter().map(ToString::to_string).collect::<Vec<_>>()
+                )
+            });
             assert!(loaded.warnings.is_empty());
-            assert!(hashes.insert(declaration(generation)), "{generation}");
+            assert!(
+                hashes.insert(declaration(Path::new("/soak/value"), generation)),
+                "{generation}"
+            );
         }
     }
 

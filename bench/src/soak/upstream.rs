@@ -26,12 +26,15 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::body::{self, SoakBody, StreamScan};
+use super::values::{Bearer, Values};
 use crate::error::BenchError;
 use crate::listen::accept_tls;
 use crate::pki;
 
 /// The host the secret is granted to.
 pub(crate) const GRANTED_HOST: &str = "granted.soak.test";
+/// The header the client stamps each request with: when its tunnel was opened, in ms.
+pub(crate) const TUNNEL_HEADER: &str = "x-soak-tunnel-ms";
 /// A host sluice may reach, that the secret does not grant.
 pub(crate) const UNGRANTED_HOST: &str = "ungranted.soak.test";
 /// A host whose upstream presents a certificate for another name.
@@ -59,6 +62,10 @@ pub(crate) struct Record {
     pub(crate) swaps: AtomicU64,
     /// Requests that sluice should have refused, which arrived nonetheless.
     pub(crate) refused_arrived: AtomicU64,
+    /// Swaps of a retired value on a tunnel opened after a later value was in force.
+    pub(crate) stale_swaps: AtomicU64,
+    /// Swaps of a retired value on a tunnel opened before (its old declaration's own).
+    pub(crate) retired_swaps: AtomicU64,
     /// Connections to the bad-TLS listener, and handshakes that completed there.
     pub(crate) bad_tls_attempts: AtomicU64,
     /// Handshakes the bad-TLS listener completed (sluice must abort each).
@@ -90,12 +97,12 @@ pub(crate) struct Upstreams {
 }
 
 struct State {
-    value: Vec<u8>,
+    values: Arc<Values>,
     record: Arc<Record>,
 }
 
 /// Mints a CA (its certificate written to `ca_path`), starts both listeners on 127.0.0.1.
-pub(crate) async fn start(ca_path: &Path, value: &str) -> Result<Upstreams, BenchError> {
+pub(crate) async fn start(ca_path: &Path, values: Arc<Values>) -> Result<Upstreams, BenchError> {
     let (good_config, bad_config) = server_configs(ca_path)?;
     let bind = || async {
         TcpListener::bind("127.0.0.1:0")
@@ -114,7 +121,7 @@ pub(crate) async fn start(ca_path: &Path, value: &str) -> Result<Upstreams, Benc
         record: Arc::new(Record::default()),
     };
     let state = Arc::new(State {
-        value: value.as_bytes().to_vec(),
+        values,
         record: upstreams.record.clone(),
     });
     tokio::spawn(accept_tls(
@@ -188,54 +195,76 @@ async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response
     record.requests.fetch_add(1, Ordering::Relaxed);
     let (parts, incoming) = request.into_parts();
     let host = request_host(&parts);
-    let value = state.value.as_slice();
+    let snapshot = state.values.snapshot();
+    let values = snapshot.all;
+    let any = |bytes: &[u8]| values.iter().any(|v| body::contains(bytes, v));
     let granted = sni == GRANTED_HOST && host == GRANTED_HOST;
+    // When the client opened the tunnel this came through (a value retired before then
+    // must not be swapped into it).
+    let tunnel_ms = parts
+        .headers
+        .get(TUNNEL_HEADER)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let path = parts.uri.path().to_owned();
     let place = format!("{} {path} (SNI {sni:?}, host {host:?})", parts.method);
     // Where the real value arrived: only `Authorization: Bearer VALUE` toward the granted
     // host is a swap; everything else is a leak.
-    if body::contains(parts.method.as_str().as_bytes(), value) {
+    if any(parts.method.as_str().as_bytes()) {
         record.leak(format!("{place}: the value in the method"));
     }
-    if body::contains(parts.uri.to_string().as_bytes(), value) {
+    if any(parts.uri.to_string().as_bytes()) {
         record.leak(format!("{place}: the value in the target"));
     }
+    let mut bearer = Bearer::Other;
     for (name, header) in &parts.headers {
-        if body::contains(name.as_str().as_bytes(), value) {
+        if any(name.as_str().as_bytes()) {
             record.leak(format!("{place}: the value in a header name"));
         }
-        if !body::contains(header.as_bytes(), value) {
+        if !any(header.as_bytes()) {
             continue;
         }
-        let is_bearer = header.as_bytes().strip_prefix(b"Bearer ") == Some(value);
-        if granted && name == http::header::AUTHORIZATION && is_bearer {
+        let token = header.as_bytes().strip_prefix(b"Bearer ");
+        let seen = token.map_or(Bearer::Other, |t| state.values.bearer(t, tunnel_ms));
+        if granted && name == http::header::AUTHORIZATION && seen != Bearer::Other {
             record.swaps.fetch_add(1, Ordering::Relaxed);
+            if token != values.last().map(Vec::as_slice) {
+                record.retired_swaps.fetch_add(1, Ordering::Relaxed);
+            }
+            if seen == Bearer::Stale {
+                record.stale_swaps.fetch_add(1, Ordering::Relaxed);
+            }
+            bearer = seen;
         } else {
             record.leak(format!("{place}: the value in header {name}"));
         }
     }
     // The body, scanned as it streams (an upload is 256 KiB).
-    let mut scan = StreamScan::new(value);
+    let mut scans: Vec<StreamScan> = values.iter().map(|v| StreamScan::new(v)).collect();
     let mut received = 0u64;
     let mut incoming = incoming;
     while let Some(frame) = incoming.frame().await {
         let Ok(frame) = frame else { break };
         if let Ok(data) = frame.into_data() {
             received += data.len() as u64;
-            scan.push(&data);
+            scans.iter_mut().for_each(|scan| scan.push(&data));
         }
     }
-    if scan.found() {
+    if scans.iter().any(StreamScan::found) {
         record.leak(format!("{place}: the value in the body"));
     }
     if path == REFUSED_PATH {
         record.refused_arrived.fetch_add(1, Ordering::Relaxed);
     }
-    let auth_seen = match parts.headers.get(http::header::AUTHORIZATION) {
-        Some(v) if v.as_bytes().strip_prefix(b"Bearer ") == Some(value) => "real",
-        Some(_) => "other",
-        None => "absent",
+    let auth_seen = match (parts.headers.get(http::header::AUTHORIZATION), bearer) {
+        (Some(_), Bearer::Real | Bearer::Stale) => "real",
+        (Some(_), Bearer::Other) => "other",
+        (None, _) => "absent",
     };
+    // Any of the values sluice has, in turn: a retired one must be redacted as surely as
+    // the current (one still on its way to sluice cannot be, and is not echoed).
+    let echoed = values
+        [record.requests.load(Ordering::Relaxed) as usize % snapshot.known_to_sluice.max(1)]
+    .clone();
     let stall = query_ms(parts.uri.query()).unwrap_or(0);
     let mut response = match path.as_str() {
         "/ok" => Response::new(body::full(OK_BODY)),
@@ -246,7 +275,7 @@ async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response
             Some(())
         })),
         "/upload" => Response::new(body::full(format!("received {received}\n"))),
-        "/echo" => echo(value),
+        "/echo" => echo(&echoed),
         "/reset" => Response::new(fed(Some(STREAM_BYTES as u64), |feed| async move {
             feed.send(Ok(filler(CHUNK))).await.ok()?;
             // The upstream gives up mid-body: hyper closes the connection (HTTP/1.1) or
