@@ -143,8 +143,16 @@ const PLACE_WORDS: [&str; 9] = [
     "FILE", "PATH", "DIR", "SOCK", "SOCKET", "URL", "URI", "HOST", "PORT",
 ];
 
+/// The shell's own variables whose names hold a hint word but never a credential: the
+/// working directory (`PWD` is also short for password, as in `DB_PWD`), whose value is a
+/// path that may look random (`/tmp/tmp.Xq8rT2Lk0P`) and is in many a command's arguments.
+const SHELL_PLACES: [&str; 2] = ["PWD", "OLDPWD"];
+
 fn name_hint(name: &str) -> NameHint {
     let upper = name.to_ascii_uppercase();
+    if SHELL_PLACES.contains(&upper.as_str()) {
+        return NameHint::None;
+    }
     let words: Vec<&str> = upper
         .split(['_', '-', '.'])
         .filter(|w| !w.is_empty())
@@ -308,6 +316,24 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The working directory is never withheld, however random its path looks (mktemp's):
+    /// it would be refused in every argument naming a file under it.
+    #[test]
+    fn the_working_directory_is_not_a_password() {
+        let random = "/tmp/tmp.Xq8rT2Lk0P/home/k7Qz9WbN3vYp";
+        assert!(
+            looks_random(random.as_bytes()),
+            "the path must look random for this test"
+        );
+        for name in ["PWD", "OLDPWD", "pwd"] {
+            assert_eq!(judge(name, random.as_bytes()), None, "{name}");
+        }
+        assert_eq!(
+            judge("DB_PWD", b"k7Qz9WbN3vYpXq8rT2Lk0P"),
+            Some(Suspicion::NameAndEntropy)
+        );
+    }
 
     /// (name, value, verdict): each recogniser's hits, and its near misses beside them.
     #[test]
