@@ -119,6 +119,16 @@ struct Context {
     ticks_per_second: u64,
 }
 
+/// The runtime a side-by-side benchmark drives its clients from: two workers, as the
+/// machine has two cores (the peers it measures run as processes of their own).
+pub(crate) fn client_runtime() -> Result<tokio::runtime::Runtime, BenchError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::peer("harness", e))
+}
+
 /// A stand-in for a secret value: `prefix` and 32 random hex digits, new per run,
 /// lowercase (so a header name holding it would still be found), not a credential anywhere.
 pub(crate) fn stand_in_value(prefix: &str) -> String {

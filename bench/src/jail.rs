@@ -77,11 +77,7 @@ struct Paths {
 /// report.
 pub(crate) fn run(args: &JailArgs) -> Result<ExitCode, BenchError> {
     if args.inside {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| BenchError::peer("harness", e))?;
+        let runtime = crate::harness::client_runtime()?;
         let paths = runtime.block_on(throughput(args))?;
         println!(
             "{}",

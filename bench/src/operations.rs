@@ -68,11 +68,7 @@ struct Sized {
 
 /// Runs the benchmark and prints the report; exit 2 when a target is missed.
 pub(crate) fn run(args: &OperationsArgs) -> Result<ExitCode, BenchError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| BenchError::peer("harness", e))?;
+    let runtime = crate::harness::client_runtime()?;
     let (rounds, phase, sizes): (usize, Duration, &[usize]) = if args.smoke {
         (1, Duration::from_millis(1200), &[10, 100])
     } else {

@@ -2,20 +2,22 @@
 //!
 //! Two sluices from the same declaration (one header swapped, every response redacted),
 //! one dialling the upstream directly and one through a real Squid (Debian's `squid`,
-//! started here on 127.0.0.1 with a configuration this module writes, caching off), each
+//! started on 127.0.0.1 by the integration tests' `squid` module, caching off), each
 //! driven in turn, round after round, with small GETs over HTTP/1.1 at 16 kept-alive
 //! connections. Reported: requests/s, median and p99 latency, sluice's CPU per request
 //! and Squid's. There is no target (issue #41): the figure says what the extra hop costs
 //! on this machine. Squid shares the two cores with everything else, so its CPU is part of
 //! what the chained figures pay for.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use http::HeaderValue;
+
+use sluice_integration_tests::squid::{Squid, SquidConfig};
 
 use crate::child;
 use crate::error::BenchError;
@@ -33,9 +35,6 @@ pub(crate) struct UpstreamProxyArgs {
     /// Seconds per phase.
     #[arg(long, default_value_t = 3.0)]
     phase_secs: f64,
-    /// Squid's binary.
-    #[arg(long, value_name = "PATH", default_value = "/usr/sbin/squid")]
-    squid: PathBuf,
     /// A quick check that the benchmark works (short phases, one round).
     #[arg(long)]
     smoke: bool,
@@ -54,26 +53,19 @@ struct Gets {
 
 /// Runs the benchmark and prints the report; exit 1 when a route answered nothing.
 pub(crate) fn run(args: &UpstreamProxyArgs) -> Result<ExitCode, BenchError> {
-    if !args.squid.exists() {
+    if !Squid::installed() {
         return Err(BenchError::peer(
             "squid",
-            format!(
-                "{} is missing (./test.sh installs Debian's squid)",
-                args.squid.display()
-            ),
+            "Debian's squid is missing (./test.sh installs it)",
         ));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| BenchError::peer("harness", e))?;
+    let runtime = crate::harness::client_runtime()?;
     let (rounds, phase) = if args.smoke {
         (1, Duration::from_millis(300))
     } else {
         (args.rounds.max(1), Duration::from_secs_f64(args.phase_secs))
     };
-    let (direct, chained) = runtime.block_on(measure(&args.squid, rounds, phase))?;
+    let (direct, chained) = runtime.block_on(measure(rounds, phase))?;
     println!("{}", render(direct, chained));
     Ok(if direct.errors == 0 && chained.errors == 0 {
         ExitCode::SUCCESS
@@ -103,7 +95,7 @@ fn render(direct: Gets, chained: Gets) -> String {
     )
 }
 
-async fn measure(squid: &Path, rounds: usize, phase: Duration) -> Result<(Gets, Gets), BenchError> {
+async fn measure(rounds: usize, phase: Duration) -> Result<(Gets, Gets), BenchError> {
     let tmp = tempfile::tempdir().map_err(BenchError::file(std::env::temp_dir()))?;
     let dir = tmp.path();
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
@@ -125,21 +117,27 @@ async fn measure(squid: &Path, rounds: usize, phase: Duration) -> Result<(Gets, 
         )
         .await?
     };
-    let squid = Squid::start(squid, &dir.join("squid"))?;
+    // The integration tests' Squid: caching off, the upstream's name from its own hosts file.
+    let squid = Squid::start(&SquidConfig {
+        hosts: &[UPSTREAM_HOST],
+        user: None,
+        denied: None,
+    });
+    let tunnels = || squid.access_log().lines().count();
     let direct = Peer::start(&exe, &dir.join("direct"), &value, &upstream, None).await?;
     let chained = Peer::start(
         &exe,
         &dir.join("chained"),
         &value,
         &upstream,
-        Some(squid.port),
+        Some(squid.port()),
     )
     .await?;
     let (mut directs, mut chaineds) = (Vec::new(), Vec::new());
     let mut failure = None;
     'rounds: for _ in 0..rounds {
         for (peer, figures) in [(&direct, &mut directs), (&chained, &mut chaineds)] {
-            match peer.round(squid.pid, phase).await {
+            match peer.round(squid.pid(), phase).await {
                 Ok(gets) => figures.push(gets),
                 Err(e) => {
                     failure = Some(e);
@@ -157,10 +155,10 @@ async fn measure(squid: &Path, rounds: usize, phase: Duration) -> Result<(Gets, 
     // Squid logs a tunnel when it closes: the chained sluice's upstream connections, now
     // that it has stopped (none of the direct one's).
     let deadline = Instant::now() + Duration::from_secs(3);
-    while squid.requests() == 0 && Instant::now() < deadline {
+    while tunnels() == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    if squid.requests() == 0 {
+    if tunnels() == 0 {
         return Err(BenchError::peer(
             "squid",
             "its access log shows no connection: the chained sluice did not go through it",
@@ -252,105 +250,4 @@ impl Peer {
 fn median(rounds: &mut [Gets]) -> Gets {
     rounds.sort_by(|a, b| a.requests_per_s.total_cmp(&b.requests_per_s));
     rounds[rounds.len() / 2]
-}
-
-/// A Squid on 127.0.0.1 that tunnels anything, caches nothing and resolves the upstream's
-/// name to loopback from a hosts file of its own; SIGTERM when dropped (so that it removes
-/// its shared-memory segments), SIGKILL 5 s later.
-struct Squid {
-    child: std::process::Child,
-    pid: u32,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Squid {
-    fn start(binary: &Path, dir: &Path) -> Result<Squid, BenchError> {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir_all(dir).map_err(BenchError::file(dir))?;
-        // Squid drops to its own user when started as root: its files must be open to it.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
-            .map_err(BenchError::file(dir))?;
-        let port = child::free_port()?.port();
-        let d = dir.display();
-        let hosts = dir.join("hosts");
-        std::fs::write(&hosts, format!("127.0.0.1 {UPSTREAM_HOST}\n"))
-            .map_err(BenchError::file(&hosts))?;
-        let conf = dir.join("squid.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "http_port 127.0.0.1:{port}\n\
-                 pid_filename {d}/squid.pid\n\
-                 access_log stdio:{d}/access.log squid\n\
-                 cache_log {d}/cache.log\n\
-                 cache_store_log none\n\
-                 cache deny all\n\
-                 coredump_dir {d}\n\
-                 hosts_file {d}/hosts\n\
-                 dns_nameservers 127.0.0.1\n\
-                 shutdown_lifetime 0 seconds\n\
-                 http_access allow all\n"
-            ),
-        )
-        .map_err(BenchError::file(&conf))?;
-        let stderr = dir.join("stderr");
-        let child = std::process::Command::new(binary)
-            .args([
-                "-N",
-                "-n",
-                &format!("sluicebench{}", std::process::id()),
-                "-f",
-            ])
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&stderr).map_err(BenchError::file(&stderr))?)
-            .spawn()
-            .map_err(|e| BenchError::peer("squid", e))?;
-        let squid = Squid {
-            pid: child.id(),
-            child,
-            port,
-            dir: dir.to_owned(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(BenchError::peer(
-                    "squid",
-                    format!(
-                        "did not listen in 20 s: {}",
-                        std::fs::read_to_string(dir.join("cache.log")).unwrap_or_default()
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(squid)
-    }
-
-    /// Lines in its access log: one per tunnel it carried (written when the tunnel closes).
-    fn requests(&self) -> usize {
-        std::fs::read_to_string(self.dir.join("access.log"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-    }
-}
-
-impl Drop for Squid {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -108,11 +108,7 @@ fn declaration() -> String {
 
 /// Runs the benchmark and prints the report; exit 2 when the target is missed.
 pub(crate) fn run(args: &WebSocketArgs) -> Result<ExitCode, BenchError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| BenchError::peer("harness", e))?;
+    let runtime = crate::harness::client_runtime()?;
     let (rounds, phase) = if args.smoke {
         (1, Duration::from_millis(300))
     } else {

@@ -2,7 +2,8 @@
 //! by the test with a configuration it writes (names resolved from a hosts file of its own,
 //! so that nothing it is asked for leaves loopback), optionally with Basic authentication
 //! (its `basic_ncsa_auth` helper, over a password file made with `openssl passwd`), and a
-//! domain it denies. Its access log says which connections went through it.
+//! domain it denies. Its access log says which connections went through it. The tests use
+//! it, and so does `sluice-bench upstream-proxy`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -113,6 +114,16 @@ http_access deny !authed
     /// Its port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Its process (started with `-N`: one process, whose CPU is all of Squid's).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether Debian's `squid` is installed.
+    pub fn installed() -> bool {
+        squid_binary().exists()
     }
 
     /// Its access log so far (one line per request it handled).
