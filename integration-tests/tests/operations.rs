@@ -184,6 +184,17 @@ impl Serve {
         assert!(status.success());
     }
 
+    /// Sends SIGHUP and waits until the metrics count one more reload put in force.
+    fn reload(&self) {
+        let before = self.metric("sluice_reloads_total{result=\"ok\"}");
+        self.signal("-HUP");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.metric("sluice_reloads_total{result=\"ok\"}") != before + 1 {
+            assert!(Instant::now() < deadline, "the reload never happened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Stops sluice as an operator does, waits for it to flush its log, and returns the log.
     fn stop(&mut self) -> PathBuf {
         self.signal("-TERM");
@@ -680,6 +691,81 @@ async fn twenty_reloads_under_load_fail_no_request_and_forget_no_value() {
 }
 
 /// A declaration whose secret comes from `sh -c SCRIPT`.
+/// A reload that changes the declaration and the value at once: a kept-alive tunnel opened
+/// before it goes on under its own declaration, but what comes back on it is redacted with
+/// the guard in force, so the value the reload brought in, which the upstream echoes in a
+/// header and in the body, reaches the client as the placeholder. (Before the fix, the
+/// tunnel's own guard knew only the values of its generation: the new one came back in
+/// clear.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_opened_before_a_reload_never_shows_the_value_the_reload_brought_in() {
+    require_program("curl", CI_CURL);
+    let pki = TestPki::new();
+    let mut serve = Serve::start(&pki, "api.test");
+    let placeholder = serve.placeholder();
+    let proxy = serve.proxy();
+    // The upstream knows the value in force, as the real service would after a rotation.
+    let source = serve.secret.clone();
+    let upstream = ServedUpstream::start(&pki, &["api.test"], move |_: &Recorded| {
+        let current = std::fs::read_to_string(&source).unwrap();
+        let mut answer = respond(200, "text/plain", format!("current {current}\n"));
+        answer
+            .headers_mut()
+            .insert("x-current", current.parse().unwrap());
+        answer
+    })
+    .await;
+    let port = upstream.port();
+    let authority = format!("api.test:{port}");
+    let mut tunnel = proxy
+        .open(&authority, "api.test", &[b"http/1.1"])
+        .await
+        .expect("a tunnel");
+    let request = || {
+        Request::get(format!("https://{authority}/x"))
+            .header("host", authority.as_str())
+            .header("authorization", format!("Bearer {placeholder}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    };
+    let first = tunnel.send(request()).await.expect("answered");
+    assert_eq!(first.body(), format!("current {placeholder}\n").as_bytes());
+
+    // Rotated and regranted in one reload.
+    std::fs::write(&serve.secret, value(1)).unwrap();
+    std::fs::write(&serve.policy, policy(&serve.secret, "api.test, other.test")).unwrap();
+    serve.reload();
+
+    let second = tunnel
+        .send(request())
+        .await
+        .expect("the old tunnel still answers");
+    assert_eq!(second.status(), 200);
+    assert_eq!(
+        second.body(),
+        format!("current {placeholder}\n").as_bytes(),
+        "the value the reload brought in came back in clear"
+    );
+    assert_eq!(second.headers()["x-current"], placeholder.as_str());
+    // The old tunnel swapped under its own generation: the value it knew.
+    let seen = upstream.records().last().unwrap().headers["authorization"].clone();
+    assert_eq!(seen, format!("Bearer {}", value(0)).as_str());
+
+    let audit = std::fs::read_to_string(serve.stop()).unwrap();
+    for value in [value(0), value(1)] {
+        assert!(!audit.contains(&value), "a value in the audit log");
+    }
+    let redactions = audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"redact\"") && l.contains("\"api_token\""))
+        .filter(|l| l.contains("response-headers") || l.contains("response-body"))
+        .count();
+    assert_eq!(
+        redactions, 4,
+        "two answers, each redacted in a header and the body"
+    );
+}
+
 fn command_policy(script: &str) -> String {
     format!(
         "version: 1\nsecrets:\n  api_token:\n    from: {{ command: [sh, -c, {script:?}] }}\n    hosts: [api.test]\n    sinks: [egress]\negress:\n  allow_ips: [\"127.0.0.1/32\"]\n"

@@ -212,8 +212,13 @@ pub(super) async fn exchange(
             parts.headers.remove(name);
         }
     }
-    let tally = response::redact_headers(&shared.guard, &mut parts.headers);
-    exchange.record_redactions("response-headers", &tally);
+    // The guard in force, as for every response (`response::redact`); the relay that
+    // follows is closed when a reload changes the values (`Shared::replaced`).
+    let redacting = shared.redacting();
+    let tally = response::redact_headers(&redacting.guard, &mut parts.headers);
+    exchange
+        .under(&redacting)
+        .record_redactions("response-headers", &tally);
     Ok(Response::from_parts(parts, body::empty()))
 }
 

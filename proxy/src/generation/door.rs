@@ -65,6 +65,15 @@ impl Exchange {
             .path(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
     }
 
+    /// The same exchange, its events named by `shared`'s guard: a response redacted with
+    /// the guard in force ([`Shared::redacting`]) reports under that guard's ids.
+    pub(crate) fn under(&self, shared: &Arc<Shared>) -> Self {
+        Self {
+            shared: shared.clone(),
+            ..self.clone()
+        }
+    }
+
     /// The same, about `host` (as sent, or the normalised target).
     pub(crate) fn host(mut self, host: impl Into<String>) -> Self {
         self.host = Some(host.into());

@@ -116,6 +116,23 @@ impl Shared {
         })
     }
 
+    /// This snapshot with the guard in force now: what a response is redacted with. A
+    /// reload never forgets a value (every later guard holds every value an earlier one
+    /// did), so the guard in force redacts all this snapshot's guard does, and a value a
+    /// later reload brought in besides: a tunnel opened before a reload that changed the
+    /// declaration and a value at once keeps its declaration, never a blind spot for the
+    /// new value. Swapping and refusing stay with this snapshot.
+    pub(crate) fn redacting(self: &Arc<Self>) -> Arc<Shared> {
+        let guard = self.live.current().guard.clone();
+        if Arc::ptr_eq(&guard, &self.guard) {
+            return self.clone();
+        }
+        Arc::new(Shared {
+            guard,
+            ..Shared::clone(self)
+        })
+    }
+
     /// Resolves once a reload has put in force a declaration other than this snapshot's
     /// (or, with `values` too, a guard other than its): what a long-lived connection must
     /// not go on serving under. An HTTP/2 tunnel weighs the declaration only, since each of

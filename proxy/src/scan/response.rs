@@ -30,12 +30,17 @@ const SMALL_RESPONSE: usize = 64 * 1024;
 
 /// The response on its way back: hop-by-hop headers removed, every header and the body
 /// redacted (decoded first when coded), every redaction recorded.
+///
+/// Redacted with the guard in force when its head arrives, not the one its request was
+/// served under ([`Shared::redacting`]): a value a reload brought in since is redacted too.
 pub(crate) async fn redact(
     response: Response<Incoming>,
     is_head: bool,
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
+    let shared = &shared.redacting();
+    let exchange = &exchange.under(shared);
     let (mut parts, incoming) = response.into_parts();
     // Read before the hop-by-hop headers go: a transfer coding is a coding too.
     let codings = codec::body_codings(&parts.headers);
