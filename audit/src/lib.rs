@@ -143,13 +143,16 @@ pub enum EventKind {
     /// sandbox's own token request with placeholders; `host` is the endpoint, `reason` the
     /// grant and the token's lifetime, or the provider's error code. Never a value.
     Mint,
+    /// A person (or a decision standing for the run) decided a use of a secret that waited
+    /// for approval (`approve:`): `approval` says what was decided, for how long, where.
+    Approve,
     /// The run ended; always the last line, written by [`AuditLog::close`].
     Stop,
 }
 
 impl EventKind {
     /// Every kind, in schema order.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::Start,
         EventKind::Swap,
         EventKind::Refuse,
@@ -161,6 +164,7 @@ impl EventKind {
         EventKind::Reload,
         EventKind::Materialize,
         EventKind::Mint,
+        EventKind::Approve,
         EventKind::Stop,
     ];
 
@@ -178,6 +182,7 @@ impl EventKind {
             EventKind::Reload => "reload",
             EventKind::Materialize => "materialize",
             EventKind::Mint => "mint",
+            EventKind::Approve => "approve",
             EventKind::Stop => "stop",
         }
     }
@@ -205,6 +210,26 @@ pub struct Event {
     count: Option<u64>,
     reason: Option<String>,
     policy_sha256: Option<String>,
+    approval: Option<Approval>,
+}
+
+/// What an `approve` event says of the decision: which waiting use (`id`, as listed by
+/// `GET /v1/approvals`), `allow` or `deny`, for `once` or the `run`, made where (`admin-api`,
+/// `terminal`, `webhook`), and how long the use had waited. The log writes each word only
+/// when it is one of these (`(unknown)` otherwise): never free text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    /// The waiting use's id.
+    pub id: u64,
+    /// `allow` or `deny`.
+    pub decision: String,
+    /// `once` or `run`.
+    pub scope: String,
+    /// Where it was decided.
+    pub channel: String,
+    /// How long the use waited, in milliseconds.
+    pub waited_ms: u64,
 }
 
 impl Event {
@@ -220,6 +245,7 @@ impl Event {
             count: None,
             reason: None,
             policy_sha256: None,
+            approval: None,
         }
     }
 
@@ -276,6 +302,12 @@ impl Event {
         self
     }
 
+    /// The decision an `approve` event records; written only on `approve` events.
+    pub fn approval(mut self, approval: Approval) -> Event {
+        self.approval = Some(approval);
+        self
+    }
+
     /// The SHA-256 of the declaration a `reload` read, 64 lowercase hex digits; written only
     /// on `reload` events, and only when it is a hash.
     pub fn policy_sha256(mut self, hex: impl Into<String>) -> Event {
@@ -311,6 +343,9 @@ pub struct Counts {
     /// `reload` events (absent from the logs of a run that never reloaded).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reload: u64,
+    /// `approve` events (absent from the logs of a run that decided nothing).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub approve: u64,
 }
 
 fn is_zero(count: &u64) -> bool {
@@ -331,6 +366,7 @@ impl Counts {
             EventKind::Materialize => self.materialize += 1,
             EventKind::Mint => self.mint += 1,
             EventKind::Reload => self.reload += 1,
+            EventKind::Approve => self.approve += 1,
             EventKind::Start | EventKind::Stop => {}
         }
     }
@@ -375,6 +411,8 @@ pub(crate) struct Line {
     pub(crate) grants: Option<std::collections::BTreeMap<String, Vec<String>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) counts: Option<Counts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) approval: Option<Approval>,
     /// On a `start` appended to an existing log: the SHA-256 of the line before it, so that
     /// the runs of one file chain too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -414,6 +452,7 @@ impl Line {
             settings: None,
             grants: None,
             counts: None,
+            approval: None,
             follows: None,
             torn: None,
             segment: None,

@@ -123,7 +123,11 @@ pub fn summarize(paths: &[PathBuf]) -> Result<Summary, ChainError> {
 }
 
 fn tally(rows: &mut BTreeMap<(Option<String>, Option<String>), SummaryRow>, line: &Line) {
-    if matches!(line.event, EventKind::Start | EventKind::Stop) {
+    // Decisions are the report's to show, not a secret and host's traffic.
+    if matches!(
+        line.event,
+        EventKind::Start | EventKind::Stop | EventKind::Approve
+    ) {
         return;
     }
     let key = (line.secret.clone(), line.host.clone());
@@ -145,7 +149,7 @@ fn tally(rows: &mut BTreeMap<(Option<String>, Option<String>), SummaryRow>, line
         EventKind::AuthFail => row.auth_failures += 1,
         EventKind::Materialize => row.materialized += 1,
         EventKind::Mint => row.mints += 1,
-        EventKind::Start | EventKind::Stop | EventKind::Reload => {}
+        EventKind::Start | EventKind::Stop | EventKind::Reload | EventKind::Approve => {}
     }
 }
 

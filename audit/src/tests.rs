@@ -137,13 +137,28 @@ fn known_run(path: &Path) {
             .reason("minted refresh_token; expires in 3599s"),
     )
     .unwrap();
+    log.record(
+        Event::new(EventKind::Approve)
+            .secret("prod_api")
+            .host("api.prod.example.com")
+            .method("DELETE")
+            .path("/v1/items/7?force=true")
+            .approval(Approval {
+                id: 3,
+                decision: "allow".into(),
+                scope: "run".into(),
+                channel: "admin-api".into(),
+                waited_ms: 2150,
+            }),
+    )
+    .unwrap();
     log.close().unwrap();
 }
 
 // --- writer -------------------------------------------------------------------------
 
 #[test]
-fn a_policy_hash_is_written_on_reload_events_only_and_only_when_it_is_a_hash() {
+fn a_policy_hash_is_written_on_reload_events_only_and_only_when_it_is_a_hash_and_a_decision_on_approve_only() {
     let dir = TempDir::new();
     let path = dir.join("audit.jsonl");
     let log = AuditLog::open(&path, "run-hash", start_info()).unwrap();
@@ -154,12 +169,23 @@ fn a_policy_hash_is_written_on_reload_events_only_and_only_when_it_is_a_hash() {
         .unwrap();
     log.record(Event::new(EventKind::Swap).policy_sha256(hash.as_str()))
         .unwrap();
+    // Likewise a decision, on `approve` events only.
+    let approval = Approval {
+        id: 1,
+        decision: "deny".into(),
+        scope: "once".into(),
+        channel: "terminal".into(),
+        waited_ms: 1,
+    };
+    log.record(Event::new(EventKind::Swap).approval(approval))
+        .unwrap();
     log.close().unwrap();
     let lines = lines(&path);
     assert_eq!(json(&lines[1])["policy_sha256"], hash);
     assert!(json(&lines[2]).get("policy_sha256").is_none());
     assert!(json(&lines[3]).get("policy_sha256").is_none());
     assert!(!lines.concat().contains("not a hash"));
+    assert!(json(&lines[4]).get("approval").is_none());
 }
 
 #[test]
@@ -168,7 +194,7 @@ fn every_event_kind_is_written_with_its_fields() {
     let path = dir.join("audit.jsonl");
     known_run(&path);
     let lines = lines(&path);
-    assert_eq!(lines.len(), 16);
+    assert_eq!(lines.len(), 17);
     let events: Vec<String> = lines
         .iter()
         .map(|l| json(l)["event"].as_str().unwrap().to_owned())
@@ -212,9 +238,16 @@ fn every_event_kind_is_written_with_its_fields() {
     let reload = json(&lines[13]);
     assert_eq!(reload["event"], "reload");
     assert_eq!(reload["policy_sha256"], "c3".repeat(32));
-    let stop = json(&lines[15]);
+    let approve = json(&lines[15]);
+    assert_eq!(approve["event"], "approve");
+    assert_eq!(approve["path"], "/v1/items/7?force=…");
+    assert_eq!(
+        approve["approval"],
+        serde_json::json!({"id": 3, "decision": "allow", "scope": "run", "channel": "admin-api", "waited_ms": 2150})
+    );
+    let stop = json(&lines[16]);
     assert_eq!(stop["event"], "stop");
-    assert_eq!(stop["seq"], 16);
+    assert_eq!(stop["seq"], 17);
     let counts: Counts = serde_json::from_value(stop["counts"].clone()).unwrap();
     let expected = Counts {
         swap: 2,
@@ -227,6 +260,7 @@ fn every_event_kind_is_written_with_its_fields() {
         materialize: 1,
         mint: 1,
         reload: 1,
+        approve: 1,
     };
     assert_eq!(counts, expected);
 
@@ -238,10 +272,10 @@ fn every_event_kind_is_written_with_its_fields() {
         assert!(ts.len() == 24 && ts.ends_with('Z'), "ts {ts}");
     }
     let verified = verify(&path).unwrap();
-    assert_eq!(verified.lines, 16);
+    assert_eq!(verified.lines, 17);
     assert!(verified.complete);
     assert_eq!(verified.counts, expected);
-    assert_eq!(verified.head, line_hash(lines[15].as_bytes()));
+    assert_eq!(verified.head, line_hash(lines[16].as_bytes()));
 }
 
 #[test]
@@ -744,7 +778,14 @@ fn a_request_full_of_secrets_leaves_none_in_the_log() {
                 .path(&target)
                 .location("query")
                 .count(2)
-                .reason("placeholder of github_token in query toward api.example"),
+                .reason("placeholder of github_token in query toward api.example")
+                .approval(Approval {
+                    id: 1,
+                    decision: SECRETS[0].into(),
+                    scope: "once".into(),
+                    channel: SECRETS[1].into(),
+                    waited_ms: 1,
+                }),
         )
         .unwrap();
         log.record(
@@ -765,7 +806,7 @@ fn a_request_full_of_secrets_leaves_none_in_the_log() {
         "https://…@api.example/v1/items?access_token=…&key=…&…&empty=…&sig=…#…"
     );
     assert_eq!(swap["method"], NONSTANDARD_METHOD);
-    assert_eq!(verify(&path).unwrap().lines, 22);
+    assert_eq!(verify(&path).unwrap().lines, 24);
 }
 
 #[test]
@@ -788,6 +829,27 @@ fn the_redactor_sees_every_free_text_field() {
     let deny = json(&lines(&path)[1]);
     assert_eq!(deny["host"], "SLUICE_GH_x.exfil.example");
     assert_eq!(deny["path"], "/botSLUICE_GH_x/send");
+}
+
+/// The start event's fields are redacted before they are capped: a value the cap would cut
+/// in two (an argv of `sluice run` is often longer than the cap) is no longer one the guard
+/// knows, and its first part would be written.
+#[test]
+fn a_value_across_the_start_events_cap_is_redacted_whole() {
+    let dir = TempDir::new();
+    let path = dir.join("a.jsonl");
+    let redactor: Redactor = Arc::new(|text: String| text.replace(SECRETS[0], "SLUICE_GH_x"));
+    let mut start = start_info();
+    // The value starts 10 bytes before the cap of 200.
+    let argv = format!("{} --token {}", "a".repeat(180), SECRETS[0]);
+    start.settings.insert("argv".into(), argv.clone());
+    start.withheld = vec![argv];
+    let log = AuditLog::open_with_redactor(&path, "run-1", start, redactor).unwrap();
+    log.close().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(&SECRETS[0][..10]), "{text}");
+    let start = json(&lines(&path)[0]);
+    assert!(start["settings"]["argv"].as_str().unwrap().contains("SLUICE_GH_x"));
 }
 
 #[test]
@@ -1035,7 +1097,7 @@ fn verification_catches_tampering() {
     after.push(good[1].clone());
     assert_eq!(
         broken_at(verify_lines(&dir, &after)),
-        (17, Break::AfterStop)
+        (18, Break::AfterStop)
     );
 
     // A second start inside the run: it does not follow the line before it.
@@ -1072,7 +1134,7 @@ fn verification_catches_tampering() {
         rechained.push(text);
     }
     let (line, why) = broken_at(verify_lines(&dir, &rechained));
-    assert_eq!(line, 15);
+    assert_eq!(line, 16);
     assert!(matches!(why, Break::StopCounts { .. }), "{why:?}");
 }
 
@@ -1086,13 +1148,13 @@ fn verification_catches_a_cut_tail_and_an_empty_file() {
     let cut = dir.join("cut.jsonl");
     std::fs::write(&cut, &text[..text.len() - 10]).unwrap();
     let (line, why) = broken_at(verify(&cut));
-    assert_eq!((line, why), (16, Break::NotTerminated));
+    assert_eq!((line, why), (17, Break::NotTerminated));
 
     // Whole lines cut from the end: the chain holds but `stop` is missing.
     let last_two = text[..text.len() - 1].rfind('\n').unwrap();
     std::fs::write(&cut, &text[..=last_two]).unwrap();
     let verified = verify(&cut).unwrap();
-    assert_eq!((verified.lines, verified.complete), (15, false));
+    assert_eq!((verified.lines, verified.complete), (16, false));
 
     std::fs::write(&cut, "").unwrap();
     assert_eq!(broken_at(verify(&cut)), (1, Break::Empty));
@@ -1111,7 +1173,7 @@ fn the_summary_counts_a_known_run() {
     let summary = summarize(std::slice::from_ref(&path)).unwrap();
     assert_eq!(summary.runs.len(), 1);
     assert_eq!(summary.runs[0].run_id, "run-known");
-    assert_eq!(summary.events, 16);
+    assert_eq!(summary.events, 17);
     assert_eq!(summary.reloads, 1);
     assert!(summary.runs[0].complete);
     let row = |secret: Option<&str>, host: Option<&str>| {
@@ -1141,7 +1203,7 @@ fn the_summary_counts_a_known_run() {
     let table = summary.to_table();
     assert!(
         table.starts_with(
-            "run run-known: 16 events, chain intact\ndeclaration reloaded 1 time(s)\n"
+            "run run-known: 17 events, chain intact\ndeclaration reloaded 1 time(s)\n"
         ),
         "{table}"
     );

@@ -435,7 +435,7 @@ impl Tally {
                     .entry((name(&line.secret), mint_outcome(&name(&line.reason))))
                     .or_default() += 1;
             }
-            EventKind::Start | EventKind::Stop | EventKind::Tunnel => {}
+            EventKind::Start | EventKind::Stop | EventKind::Tunnel | EventKind::Approve => {}
         }
     }
 

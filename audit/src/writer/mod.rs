@@ -23,7 +23,7 @@ use thread::Writer;
 
 use super::segments::{self, Rotation, Segment};
 use super::{
-    AuditError, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, is_sha256_hex,
+    Approval, AuditError, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, is_sha256_hex,
     is_valid_run_id, sanitize_method, timestamp_now,
 };
 
@@ -248,16 +248,17 @@ impl AuditLog {
         line.policy_sha256 = Some(start.policy_sha256);
         line.ca_sha256 = Some(start.ca_sha256);
         if !start.withheld.is_empty() {
-            // Names only; through the redactor like every free-text field.
+            // Names only; through the redactor like every free-text field, before the cap
+            // (a value cut in two by the cap would no longer be known to the guard).
             let names = start.withheld.into_iter();
             line.withheld = Some(match &redactor {
-                Some(redact) => names.map(|name| redact(cap(name, 200))).collect(),
+                Some(redact) => names.map(|name| cap(redact(name), 200)).collect(),
                 None => names.map(|name| cap(name, 200)).collect(),
             });
         }
-        // Names and words; through the redactor like every free-text field.
+        // Names and words; through the redactor like every free-text field, then capped.
         let redact = |text: String| match &redactor {
-            Some(redact) => redact(cap(text, 200)),
+            Some(redact) => cap(redact(text), 200),
             None => cap(text, 200),
         };
         if !start.grants.is_empty() {
@@ -404,12 +405,31 @@ impl AuditLog {
         line.count = event.count;
         line.reason = event.reason.map(|s| cap(redact(s), MAX_REASON));
         // A hash or nothing: the field is free text to the caller, never to the log.
+        // One of the words each field may hold, or `(unknown)`: never free text.
+        line.approval = event
+            .approval
+            .filter(|_| event.kind == EventKind::Approve)
+            .map(|a| Approval {
+                decision: one_of(a.decision, &["allow", "deny"]),
+                scope: one_of(a.scope, &["once", "run"]),
+                channel: one_of(a.channel, &["admin-api", "terminal", "webhook", "run"]),
+                ..a
+            });
         line.policy_sha256 = event.policy_sha256.filter(|hex| {
             event.kind == EventKind::Reload
                 && hex.len() == 64
                 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         });
         line
+    }
+}
+
+/// `word` when it is one of `words`, else `(unknown)`.
+fn one_of(word: String, words: &[&str]) -> String {
+    if words.contains(&word.as_str()) {
+        word
+    } else {
+        "(unknown)".to_owned()
     }
 }
 
