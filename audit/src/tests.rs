@@ -158,7 +158,8 @@ fn known_run(path: &Path) {
 // --- writer -------------------------------------------------------------------------
 
 #[test]
-fn a_policy_hash_is_written_on_reload_events_only_and_only_when_it_is_a_hash_and_a_decision_on_approve_only() {
+fn a_policy_hash_is_written_on_reload_events_only_and_only_when_it_is_a_hash_and_a_decision_on_approve_only()
+ {
     let dir = TempDir::new();
     let path = dir.join("audit.jsonl");
     let log = AuditLog::open(&path, "run-hash", start_info()).unwrap();
@@ -849,7 +850,12 @@ fn a_value_across_the_start_events_cap_is_redacted_whole() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(!text.contains(&SECRETS[0][..10]), "{text}");
     let start = json(&lines(&path)[0]);
-    assert!(start["settings"]["argv"].as_str().unwrap().contains("SLUICE_GH_x"));
+    assert!(
+        start["settings"]["argv"]
+            .as_str()
+            .unwrap()
+            .contains("SLUICE_GH_x")
+    );
 }
 
 #[test]

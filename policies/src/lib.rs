@@ -60,8 +60,8 @@ mod validate;
 pub use budget::{BudgetLedger, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
 pub use error::{
-    BudgetProblem, Diagnostic, Diagnostics, HostError, MintProblem, PinProblem, Problem, Severity,
-    SourceError,
+    ApproveProblem, BudgetProblem, Diagnostic, Diagnostics, HostError, MintProblem, PinProblem,
+    Problem, Severity, SourceError,
 };
 pub use fingerprint::fingerprint;
 pub use grant::{Permit, Ungranted};
@@ -72,8 +72,8 @@ pub use mint::{
     mint_part_name,
 };
 pub use model::{
-    Budget, Literal, Location, MintPart, Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl,
-    SigningPart, Sink, Source, part_secret_name, placeholder_name,
+    Approve, Budget, Literal, Location, MintPart, Place, PlaceholderForm, SecretDecl, SignKind,
+    SignerDecl, SigningPart, Sink, Source, part_secret_name, placeholder_name,
 };
 pub use pin::SpkiPin;
 pub use placeholder::{NONCE_BYTES, Placeholders};

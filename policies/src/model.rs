@@ -199,6 +199,8 @@ pub struct SecretDecl {
     pub(crate) rules: Option<RequestRules>,
     /// `budget:`: how many requests per window it may be swapped into.
     pub(crate) budget: Option<Budget>,
+    /// `approve:`: the uses that wait for a person's decision; `None` when none does.
+    pub(crate) approve: Option<Approve>,
     /// `pin:`: the SPKI pins an upstream's verified chain must hold one of; empty when
     /// unpinned.
     pub(crate) pins: Vec<SpkiPin>,
@@ -235,6 +237,16 @@ impl SecretDecl {
     /// Its budget (`budget:`), when it has one.
     pub fn budget(&self) -> Option<Budget> {
         self.budget
+    }
+
+    /// Which of its uses wait for a decision (`approve:`), when any does.
+    pub fn approve(&self) -> Option<&Approve> {
+        self.approve.as_ref()
+    }
+
+    /// Whether a request with `method` that swaps it waits for a decision.
+    pub fn needs_approval(&self, method: &str) -> bool {
+        self.approve.as_ref().is_some_and(|a| a.covers(method))
     }
 
     /// Its certificate pins (`pin:`); empty when it has none.
@@ -309,6 +321,9 @@ impl SecretDecl {
             }
             if let Some(budget) = self.budget {
                 line.push_str(&format!("; at most {budget}"));
+            }
+            if let Some(approve) = &self.approve {
+                line.push_str(&format!("; {approve} wait for approval"));
             }
             if !self.pins.is_empty() {
                 let plural = if self.pins.len() == 1 { "" } else { "s" };
@@ -567,6 +582,42 @@ impl fmt::Display for Budget {
             self.requests,
             humantime::format_duration(self.per)
         )
+    }
+}
+
+/// A secret's `approve:`: which of its uses wait for a person's decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Approve {
+    /// `approve: all`: every use.
+    All,
+    /// `approve: [POST, DELETE]`: uses with these methods (upper case, each once).
+    Methods(Vec<String>),
+}
+
+impl Approve {
+    /// Whether a use with `method` waits.
+    ///
+    /// ```
+    /// use sluice_policies::Approve;
+    /// let writes = Approve::Methods(vec!["POST".into(), "DELETE".into()]);
+    /// assert!(writes.covers("DELETE"));
+    /// assert!(!writes.covers("GET"));
+    /// assert!(Approve::All.covers("GET"));
+    /// ```
+    pub fn covers(&self, method: &str) -> bool {
+        match self {
+            Approve::All => true,
+            Approve::Methods(methods) => methods.iter().any(|m| m == method),
+        }
+    }
+}
+
+impl fmt::Display for Approve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Approve::All => f.write_str("all uses"),
+            Approve::Methods(methods) => write!(f, "{}", methods.join(", ")),
+        }
     }
 }
 

@@ -52,6 +52,8 @@ pub struct Policy {
     ruled: Vec<usize>,
     /// Whether any secret has a budget: without one, no request is ever charged.
     budgeted: bool,
+    /// Whether any secret has an `approve:`: without one, no request ever waits.
+    approving: bool,
     /// Whether any secret has a `pin:` (most runs have none, and ask nothing of chains).
     pinned: bool,
     sha256: String,
@@ -235,10 +237,12 @@ impl Policy {
             .collect();
         let budgeted = secrets.iter().any(|s| s.budget.is_some());
         let pinned = secrets.iter().any(|s| !s.pins.is_empty());
+        let approving = secrets.iter().any(|s| s.approve.is_some());
         Ok(Loaded {
             policy: Policy {
                 ruled,
                 budgeted,
+                approving,
                 pinned,
                 secrets,
                 signers,
@@ -276,6 +280,11 @@ impl Policy {
     /// Whether any secret has a budget (`budget:`).
     pub fn has_budgets(&self) -> bool {
         self.budgeted
+    }
+
+    /// Whether any secret has uses that wait for a decision (`approve:`).
+    pub fn has_approvals(&self) -> bool {
+        self.approving
     }
 
     /// Whether any secret is pinned (`pin:`), worked out once at load.

@@ -61,6 +61,8 @@ pub(crate) struct RawSecret {
     pub(crate) placeholder: Option<Spanned<String>>,
     /// `budget: { requests: N, per: DURATION }`: how many requests it may be swapped into.
     pub(crate) budget: Option<Spanned<RawBudget>>,
+    /// `approve: [POST, DELETE]` or `approve: all`: uses that wait for a person's decision.
+    pub(crate) approve: Option<Spanned<RawApprove>>,
     /// `allow:`: request rules, the methods and paths the secret may be swapped into.
     pub(crate) allow: Option<Spanned<Vec<Spanned<RawRule>>>>,
     /// `pin: ["sha256/BASE64"]`: SPKI pins the upstream's chain must hold.
@@ -114,6 +116,16 @@ pub(crate) enum RawClientId {
     Literal(String),
     /// `client_id: { env: VAR }`, `{ file: PATH }` or `{ command: [...] }`.
     Source(Box<RawPartFrom>),
+}
+
+/// `approve:` as written: a word (`all`) or a list of methods.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawApprove {
+    /// `approve: all`.
+    Word(String),
+    /// `approve: [POST, PUT]`.
+    Methods(Vec<String>),
 }
 
 /// `budget: { requests: 600, per: 1h }`.

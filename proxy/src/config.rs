@@ -46,6 +46,11 @@ pub struct Limits {
     /// The most bytes a compressed body may decode to (`502` for responses beyond: a
     /// decompression bomb).
     pub max_decoded_body: u64,
+    /// How long a use that needs approval (`approve:`) waits for a decision (`403
+    /// approval-timeout` after).
+    pub approval_timeout: Duration,
+    /// Uses waiting for approval at once (`503 approvals-full` beyond).
+    pub max_pending_approvals: usize,
 }
 
 impl Default for Limits {
@@ -60,6 +65,8 @@ impl Default for Limits {
             max_buffered_body: 8 * 1024 * 1024,
             body_read_timeout: Duration::from_secs(30),
             max_decoded_body: 1024 * 1024 * 1024,
+            approval_timeout: Duration::from_secs(60),
+            max_pending_approvals: 64,
         }
     }
 }

@@ -52,7 +52,8 @@
 //! Beside the path: `refusal` (every refusal's code, the mapping of every step's error to
 //! one, the response it becomes), `generation` (the generation in force and its reload, and
 //! `generation::door`, the one path every refusal and event takes to the audit log and
-//! the counters), `ops` (operator control, the admin endpoint, the file poller), `metrics`,
+//! the counters), `approval` (the uses waiting for a person's decision), `ops` (operator
+//! control, the admin endpoint, the file poller), `metrics`,
 //! `config` and `server` (assembling and stopping a proxy). docs/architecture.md walks
 //! one request through the tree.
 //!
@@ -61,6 +62,7 @@
 #![forbid(unsafe_code)]
 #![deny(unreachable_pub)]
 
+mod approval;
 mod auth;
 mod body;
 mod config;

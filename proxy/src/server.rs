@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
+use crate::approval::Approvals;
 use crate::auth::Credentials;
 use crate::config::ProxyConfig;
 use crate::generation::shared::{Shared, until_stopped};
@@ -227,6 +228,10 @@ pub async fn start(mut config: ProxyConfig) -> Result<Proxy, StartError> {
         counters: metrics.worker(),
         budgets: sluice_policies::BudgetLedger::new(),
         mints: Arc::default(),
+        approvals: Arc::new(Approvals::new(
+            config.limits.approval_timeout,
+            config.limits.max_pending_approvals,
+        )),
         credentials: Arc::new(credentials),
         terminator: Arc::new(Terminator::new(
             ca.clone(),

@@ -23,8 +23,8 @@ use thread::Writer;
 
 use super::segments::{self, Rotation, Segment};
 use super::{
-    Approval, AuditError, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path, is_sha256_hex,
-    is_valid_run_id, sanitize_method, timestamp_now,
+    Approval, AuditError, Event, EventKind, Line, Redactor, StartInfo, cap, elide_path,
+    is_sha256_hex, is_valid_run_id, sanitize_method, timestamp_now,
 };
 
 /// How long a record may wait before it is written and flushed to the file: the writer

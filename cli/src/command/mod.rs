@@ -269,6 +269,13 @@ pub(crate) struct LimitArgs {
     /// The most bytes one compressed body may decode to (a decompression bomb gets 502).
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_decoded_body)]
     pub(crate) max_decoded_body: u64,
+    /// Time a use that needs approval (`approve:`) waits for a decision (403
+    /// approval-timeout beyond).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub(crate) approval_timeout: Duration,
+    /// Uses waiting for approval at once (503 approvals-full beyond).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_pending_approvals)]
+    pub(crate) max_pending_approvals: usize,
 }
 
 impl LimitArgs {
@@ -284,6 +291,8 @@ impl LimitArgs {
             max_buffered_body: self.max_buffered_body,
             body_read_timeout: self.body_read_timeout,
             max_decoded_body: self.max_decoded_body,
+            approval_timeout: self.approval_timeout,
+            max_pending_approvals: self.max_pending_approvals,
         }
     }
 }

@@ -23,6 +23,7 @@ impl Problem {
             Problem::Host(problem) => problem.code(),
             Problem::Rule(problem) => problem.code(),
             Problem::Budget(problem) => problem.code(),
+            Problem::Approve(problem) => problem.code(),
             Problem::Pin(problem) => problem.code(),
             Problem::Mint(problem) => problem.code(),
             Problem::NoSource { .. } => "no-source",

@@ -37,6 +37,7 @@ impl Problem {
             }
             Problem::Rule(rule) => rule.help(),
             Problem::Budget(budget) => budget.help(),
+            Problem::Approve(approve) => approve.help(),
             Problem::Pin(pin) => pin.help(),
             Problem::Mint(mint) => mint.help(),
             Problem::Host(_) => "write a host name such as api.example.com, optionally with :port".into(),

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+mod approve;
 mod budget;
 mod code;
 mod help;
@@ -13,6 +14,7 @@ mod mint;
 mod pin;
 mod source;
 
+pub use approve::ApproveProblem;
 pub use budget::BudgetProblem;
 pub use mint::MintProblem;
 pub use pin::PinProblem;
@@ -172,6 +174,9 @@ pub enum Problem {
     /// A `budget:` that cannot be used.
     #[error("{0}")]
     Budget(BudgetProblem),
+    /// An `approve:` that cannot be used.
+    #[error("{0}")]
+    Approve(ApproveProblem),
     /// A `pin:` that cannot be used.
     #[error("{0}")]
     Pin(PinProblem),

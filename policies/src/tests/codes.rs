@@ -1,11 +1,12 @@
 //! Every diagnostic's `code` is unique and listed in docs/declaration.md (tools rely on the
 //! list): read off the `code()` of each problem enum, as written.
 
-const SOURCES: [&str; 6] = [
+const SOURCES: [&str; 7] = [
     include_str!("../error/mod.rs"),
     include_str!("../error/code.rs"),
     include_str!("../error/mint.rs"),
     include_str!("../error/budget.rs"),
+    include_str!("../error/approve.rs"),
     include_str!("../error/pin.rs"),
     include_str!("../rules/problem.rs"),
 ];

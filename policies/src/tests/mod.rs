@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::*;
 
+mod approve;
 mod budget;
 mod codes;
 mod github;

@@ -264,6 +264,7 @@ pub(super) fn part_decl(name: String, url: &TokenUrl, source: Source) -> SecretD
         placeholder: PlaceholderForm::Plain,
         rules: None,
         budget: None,
+        approve: None,
         pins: Vec::new(),
         source,
         signs: None,

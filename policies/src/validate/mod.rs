@@ -10,6 +10,7 @@
 //!
 //! Messages produced here name secrets, keys and hosts, never a secret value.
 
+mod approve;
 mod budget;
 mod egress;
 mod empty;

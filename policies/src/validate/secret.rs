@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_saphyr::Spanned;
 use sluice_guard::MIN_PLACEHOLDER_LEN;
 
-use super::{Ctx, Pos, budget, pin, push_at, rules, source};
+use super::{Ctx, Pos, approve, budget, pin, push_at, rules, source};
 use crate::error::Problem;
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
@@ -129,6 +129,7 @@ pub(super) fn secret_decl(
         let narrowing = [
             ("allow", s.allow.as_ref().map(Pos::of)),
             ("budget", s.budget.as_ref().map(Pos::of)),
+            ("approve", s.approve.as_ref().map(Pos::of)),
             ("pin", s.pin.as_ref().map(Pos::of)),
         ];
         for (key, at) in narrowing {
@@ -220,6 +221,10 @@ pub(super) fn secret_decl(
         .budget
         .as_ref()
         .and_then(|raw| budget::budget(cx, raw, &base));
+    let approve = s
+        .approve
+        .as_ref()
+        .and_then(|raw| approve::approve(cx, raw, &base));
     let pins = pin::pins(cx, s.pin.as_ref(), &base);
 
     // hosts
@@ -287,6 +292,7 @@ pub(super) fn secret_decl(
             },
             rules,
             budget,
+            approve,
             pins,
             source,
             signs: None,

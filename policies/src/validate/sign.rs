@@ -14,7 +14,7 @@ use super::secret::{check_name, granted_hosts};
 use super::source::{Sources, one_source};
 use super::{Ctx, Pos, push_at};
 use crate::error::Problem;
-use crate::error::{BudgetProblem, PinProblem};
+use crate::error::{ApproveProblem, BudgetProblem, PinProblem};
 use crate::host::HostPattern;
 use crate::launcher_env::reserved;
 use crate::model::{
@@ -105,6 +105,13 @@ pub(super) fn signer_decl(
             budget,
             format!("{base}.budget"),
             Problem::Budget(BudgetProblem::OnSigningSecret { secret: n.clone() }),
+        );
+    }
+    if let Some(approve) = &s.approve {
+        cx.at(
+            approve,
+            format!("{base}.approve"),
+            Problem::Approve(ApproveProblem::OnSigningSecret { secret: n.clone() }),
         );
     }
     if let Some(pin) = &s.pin {
@@ -219,6 +226,7 @@ pub(super) fn signer_decl(
             let decl = SecretDecl {
                 rules: None,
                 budget: None,
+                approve: None,
                 pins: Vec::new(),
                 name: part_name,
                 hosts: patterns.clone(),

@@ -7,10 +7,12 @@
 //! a refusal sends nothing at all. Every refusal a step returns is recorded and answered in
 //! one place, [`Exchange::refuse`].
 //!
-//! The request body's policy lives in `request_body`, the WebSocket upgrade in `upgrade`,
+//! The request body's policy lives in `request_body`, the approval step in `approval`, the
+//! WebSocket upgrade in `upgrade`,
 //! the budget charge in `crate::forward::budget` (the WebSocket relay charges it per message too),
 //! and the response's redaction in `scan::response`.
 
+mod approval;
 pub(crate) mod budget;
 mod metadata;
 mod pin;
@@ -144,6 +146,15 @@ async fn intercepted_steps(
         carried.extend(upgrade::frames_may_swap(&shared.guard, &outbound));
     }
     let pins = pin::demand(shared, &carried, &spending.swaps);
+    // A use that waits for a person (`approve:`) is held here: nothing of it is charged or
+    // sent before its decision.
+    let the_use = approval::Use {
+        host: tunnel.origin.authority(),
+        asked_path: exchange.sent_path(),
+        head: &head_swaps,
+        body: &spending.swaps,
+    };
+    let body = approval::hold(shared, &parts, body, the_use).await?;
     // A budgeted secret's use is charged before anything of the request leaves.
     budget::charge(shared, &head_swaps, spending.swaps, &spending.pending)?;
     ask_for_scannable_codings(&mut parts.headers);

@@ -74,6 +74,11 @@ impl Exchange {
         }
     }
 
+    /// The path as the client sent it (`/` when none was read).
+    pub(crate) fn sent_path(&self) -> &str {
+        self.path.as_deref().unwrap_or("/")
+    }
+
     /// The same, about `host` (as sent, or the normalised target).
     pub(crate) fn host(mut self, host: impl Into<String>) -> Self {
         self.host = Some(host.into());

@@ -16,6 +16,7 @@ use sluice_guard::Guard;
 use sluice_policies::{BudgetLedger, Policy};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use crate::approval::Approvals;
 use crate::auth::Credentials;
 use crate::config::Limits;
 use crate::generation::reload::Live;
@@ -51,6 +52,9 @@ pub(crate) struct Shared {
     pub(crate) budgets: Arc<BudgetLedger>,
     /// Every minted secret's token chain: one for every worker and every generation.
     pub(crate) mints: Arc<Mints>,
+    /// The uses waiting for approval and the decisions standing for the run: one for every
+    /// worker and every generation.
+    pub(crate) approvals: Arc<Approvals>,
     pub(crate) credentials: Arc<Credentials>,
     pub(crate) terminator: Arc<Terminator>,
     pub(crate) upstream: Upstream,

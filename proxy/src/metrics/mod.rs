@@ -41,6 +41,8 @@ pub(crate) struct Counters {
     secret_events: Mutex<HashMap<Box<str>, [u64; KINDS]>>,
     /// Refusals by their `sluice-error` code.
     refusals: Mutex<HashMap<&'static str, u64>>,
+    /// Uses that waited for approval, by how the wait ended.
+    approvals: Mutex<HashMap<&'static str, u64>>,
     /// Time from a request's arrival to its response head.
     pub(crate) request_duration: Histogram,
     /// Client TLS handshakes completed, and failed.
@@ -91,6 +93,12 @@ impl Counters {
     /// when one audit event gathers them (the resolver's repeated refusals of a name).
     pub(crate) fn refusals(&self, code: &'static str, n: u64) {
         *lock(&self.refusals).entry(code).or_default() += n;
+    }
+
+    /// Counts a use that waited for approval, by how it ended (`allowed`, `denied`,
+    /// `timed-out`, `full`).
+    pub(crate) fn approval(&self, result: &'static str) {
+        *lock(&self.approvals).entry(result).or_default() += 1;
     }
 
     /// Counts a client TLS handshake, completed or not.
@@ -180,6 +188,9 @@ impl Metrics {
             for (code, count) in lock(&counters.refusals).iter() {
                 *sum.refusals.entry(code).or_default() += count;
             }
+            for (result, count) in lock(&counters.approvals).iter() {
+                *sum.approvals.entry(result).or_default() += count;
+            }
             for ((secret, result), count) in lock(&counters.mints).iter() {
                 *sum.mints.entry((secret.to_string(), result)).or_default() += count;
             }
@@ -208,6 +219,7 @@ struct Sum {
     events: [u64; KINDS],
     secret_events: std::collections::BTreeMap<String, [u64; KINDS]>,
     refusals: std::collections::BTreeMap<&'static str, u64>,
+    approvals: std::collections::BTreeMap<&'static str, u64>,
     request_duration: histogram::Snapshot,
     mints: std::collections::BTreeMap<(String, &'static str), u64>,
     mint_wait: histogram::Snapshot,

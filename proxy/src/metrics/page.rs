@@ -132,6 +132,18 @@ impl Collector for Page {
         }
         {
             let mut family = encoder.encode_descriptor(
+                "sluice_approvals",
+                "Uses of a secret that waited for approval (approve:), by how the wait ended: allowed, denied, timed-out, full.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (result, count) in &sum.approvals {
+                let labels = [("result", *result)];
+                ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
                 "sluice_reloads",
                 "Reloads of the declaration, by result (ok: in force; refused: the old one stays).",
                 None,

@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use sluice_ca::RunCa;
 
+use crate::approval::{Answered, DecideError, Listed, Verdict};
 use crate::generation::reload::{Declared, ReloadError};
 use crate::generation::shared::Shared;
 use crate::metrics::{Gauges, Metrics};
-use sluice_audit::{Event, EventKind};
+use sluice_audit::{Approval, Event, EventKind};
 
 /// The operator's handle on a running proxy.
 pub(crate) struct Control {
@@ -138,5 +139,41 @@ impl Control {
     /// The generation in force, for the host engines' routes.
     pub(crate) fn declared(&self) -> Arc<Declared> {
         self.shared.live.current()
+    }
+
+    /// The uses waiting for approval now, oldest first.
+    pub(crate) fn pending_approvals(&self) -> Vec<Listed> {
+        self.shared.approvals.list()
+    }
+
+    /// Decides the waiting use `id`, and records the decision (`approve`): the one path
+    /// every channel's decision takes.
+    pub(crate) fn decide(&self, id: u64, verdict: Verdict) -> Result<Answered, DecideError> {
+        let (decision, scope, channel) = (verdict.decision, verdict.scope, verdict.channel.clone());
+        let answered = self.shared.approvals.decide(id, verdict)?;
+        let ask = &answered.ask;
+        self.record(
+            Event::new(EventKind::Approve)
+                .secret(ask.secret.as_str())
+                .host(ask.host.as_str())
+                .method(ask.method.as_str())
+                .path(ask.path.as_str())
+                .count(1 + answered.also as u64)
+                .approval(Approval {
+                    id,
+                    decision: decision.as_str().to_owned(),
+                    scope: scope.as_str().to_owned(),
+                    channel,
+                    waited_ms: answered.waited.as_millis().try_into().unwrap_or(u64::MAX),
+                }),
+        );
+        tracing::info!(
+            id,
+            secret = ask.secret.as_str(),
+            decision = decision.as_str(),
+            scope = scope.as_str(),
+            "approval decided"
+        );
+        Ok(answered)
     }
 }

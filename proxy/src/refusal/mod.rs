@@ -40,6 +40,12 @@ pub(crate) enum Code {
     RequestNotAllowed,
     /// `429`: a placeholder whose secret has used its `budget:` for the window.
     BudgetExhausted,
+    /// `403`: an operator denied a use that waited for approval (`approve:`).
+    ApprovalDenied,
+    /// `403`: nobody decided a use that waited for approval in time.
+    ApprovalTimeout,
+    /// `503`: too many uses wait for approval already.
+    ApprovalsFull,
     /// `431`: the request head is over the limit.
     RequestHeadTooLarge,
     /// `413`: a body that must be buffered is over the bound.
@@ -107,6 +113,9 @@ impl Code {
             Self::SecretValueRefused => "secret-value-refused",
             Self::RequestNotAllowed => "request-not-allowed",
             Self::BudgetExhausted => "budget-exhausted",
+            Self::ApprovalDenied => "approval-denied",
+            Self::ApprovalTimeout => "approval-timeout",
+            Self::ApprovalsFull => "approvals-full",
             Self::RequestHeadTooLarge => "request-head-too-large",
             Self::BodyTooLarge => "body-too-large",
             Self::RequestBodyTimeout => "request-body-timeout",
@@ -417,6 +426,57 @@ impl Refusal {
         let secs =
             exhausted.resets_in.as_secs() + u64::from(exhausted.resets_in.subsec_nanos() > 0);
         refusal.retry_after = Some(secs.max(1));
+        refusal
+    }
+
+    /// `403`: the use of `secret` toward `host` waited for approval and was denied.
+    pub(crate) fn approval_denied(
+        secret: &str,
+        host: &str,
+        verdict: &crate::approval::Verdict,
+    ) -> Self {
+        let scope = match verdict.scope {
+            crate::approval::Scope::Once => "this request",
+            crate::approval::Scope::Run => "this secret, host and method for the rest of the run",
+        };
+        let mut refusal = Self::new(
+            StatusCode::FORBIDDEN,
+            Code::ApprovalDenied,
+            format!(
+                "sluice held this use of secret {secret} toward {host} for approval (approve:), and the operator denied {scope}"
+            ),
+            Fault::Client,
+        );
+        refusal.secret = Some(secret.to_owned());
+        refusal
+    }
+
+    /// `403`: the use of `secret` toward `host` waited for approval and nobody decided.
+    pub(crate) fn approval_timeout(secret: &str, host: &str, waited: std::time::Duration) -> Self {
+        let mut refusal = Self::new(
+            StatusCode::FORBIDDEN,
+            Code::ApprovalTimeout,
+            format!(
+                "sluice held this use of secret {secret} toward {host} for approval (approve:), and nobody decided within {}s; ask the operator to approve it (sluice approve), then send it again",
+                waited.as_secs()
+            ),
+            Fault::Client,
+        );
+        refusal.secret = Some(secret.to_owned());
+        refusal
+    }
+
+    /// `503`: too many uses wait for approval already (`--max-pending-approvals`).
+    pub(crate) fn approvals_full(secret: &str) -> Self {
+        let mut refusal = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Code::ApprovalsFull,
+            format!(
+                "this use of secret {secret} needs approval (approve:), and too many requests wait for one already; send it again later"
+            ),
+            Fault::Client,
+        );
+        refusal.secret = Some(secret.to_owned());
         refusal
     }
 

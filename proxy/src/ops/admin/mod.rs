@@ -9,6 +9,7 @@
 //! | `POST /reload` | `200` with the generation now in force, or `422` with why the declaration was refused |
 //! | `POST /v1/redact` | the body, streamed back with every known value turned into its placeholder |
 //! | `GET /v1/secrets` | each secret's name, sinks, hosts and placeholder (JSON), never a value |
+//! | `GET /v1/approvals`, `POST /v1/approvals/{id}` | the uses waiting for approval, and a decision on one (`approvals`) |
 //!
 //! # What it must never do
 //!
@@ -18,6 +19,8 @@
 //!   declaration, read the metrics or probe the guard with guessed values.
 //! - Be reachable through the proxy: its address is one of the proxy's own listeners,
 //!   which the upstream leg never dials.
+
+mod approvals;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -144,13 +147,21 @@ async fn answer(
         },
         (&Method::POST, "/v1/redact") => redact(request, control).await,
         (&Method::GET, "/v1/secrets") => secrets(control),
-        (_, "/healthz" | "/readyz" | "/metrics" | "/v1/secrets") => {
+        (&Method::GET, "/v1/approvals") => approvals::pending(control),
+        (&Method::POST, path) if path.starts_with("/v1/approvals/") => {
+            let id = path.trim_start_matches("/v1/approvals/").to_owned();
+            approvals::decide(request, &id, control).await
+        }
+        (_, "/healthz" | "/readyz" | "/metrics" | "/v1/secrets" | "/v1/approvals") => {
             text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n")
+        }
+        (_, path) if path.starts_with("/v1/approvals/") => {
+            text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n")
         }
         (_, "/reload" | "/v1/redact") => text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n"),
         _ => text(
             StatusCode::NOT_FOUND,
-            "no such route: /healthz, /readyz, /metrics, /reload, /v1/redact, /v1/secrets\n",
+            "no such route: /healthz, /readyz, /metrics, /reload, /v1/redact, /v1/secrets, /v1/approvals\n",
         ),
     }
 }
@@ -203,7 +214,12 @@ fn secrets(control: &Control) -> Response<Body> {
         })
         .collect();
     let body = serde_json::json!({ "generation": declared.generation, "secrets": secrets });
-    let mut response = text(StatusCode::OK, format!("{body}\n"));
+    json(StatusCode::OK, &body)
+}
+
+/// A JSON answer, one line.
+fn json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
+    let mut response = text(status, format!("{body}\n"));
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -1,0 +1,330 @@
+//! Approvals (`approve:`, docs/approvals.md) through the real `sluice serve` binary: a use
+//! held until the admin endpoint decides it, with nothing reaching the upstream before;
+//! denied; timed out; a decision for the run answering later uses without asking; twenty
+//! identical requests on one decision; the workload unable to list or decide; and no value
+//! in any listing, event or metric.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use sha2::{Digest, Sha256};
+use sluice_integration_tests::client::ProxyAt;
+use sluice_integration_tests::{RecordingUpstream, ServeBinary, TestPki};
+
+const VALUE: &str = "prod-REAL-token-0123456789abcdef";
+
+const YAML: &str = r#"version: 1
+secrets:
+  prod:
+    value: "prod-REAL-token-0123456789abcdef"
+    hosts: [api.test]
+    sinks: [egress]
+    in: [header]
+    approve: [POST, DELETE]
+egress:
+  allow_ips: ["127.0.0.1/32"]
+"#;
+
+struct World {
+    _pki: TestPki,
+    upstream: RecordingUpstream,
+    serve: ServeBinary,
+    proxy: ProxyAt,
+    placeholder: String,
+    /// `user:token@host:port` of the admin endpoint.
+    admin: String,
+}
+
+impl World {
+    async fn new(timeout: &str) -> World {
+        let pki = TestPki::new();
+        let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
+        let args = ["--admin", "127.0.0.1:0", "--approval-timeout", timeout];
+        let serve = ServeBinary::start(YAML, &pki, &["api.test"], &args);
+        let proxy = serve.proxy();
+        let placeholder = serve.placeholder("PROD");
+        let admin = serve
+            .read("admin-url")
+            .trim_start_matches("http://")
+            .to_owned();
+        World {
+            _pki: pki,
+            upstream,
+            serve,
+            proxy,
+            placeholder,
+            admin,
+        }
+    }
+
+    /// `curl` against the admin endpoint as `auth` (`user:token`): status and body.
+    fn curl(&self, method: &str, path: &str, auth: &str, body: Option<&str>) -> (u16, String) {
+        let address = self.admin.rsplit('@').next().unwrap();
+        let mut cmd = Command::new("curl");
+        cmd.args(["-s", "-X", method, "-w", "\n%{http_code}", "-u", auth]);
+        if let Some(body) = body {
+            cmd.args(["-H", "content-type: application/json", "--data", body]);
+        }
+        let out = cmd
+            .arg(format!("http://{address}{path}"))
+            .output()
+            .expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (status.parse().unwrap_or(0), body.to_owned())
+    }
+
+    fn admin_auth(&self) -> String {
+        self.admin.rsplit_once('@').unwrap().0.to_owned()
+    }
+
+    /// The uses waiting now, as the approvers see them.
+    fn pending(&self) -> Vec<serde_json::Value> {
+        let (status, body) = self.curl("GET", "/v1/approvals", &self.admin_auth(), None);
+        assert_eq!(status, 200, "{body}");
+        let listing: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        listing["pending"].as_array().expect("pending").clone()
+    }
+
+    /// Waits until `n` uses wait.
+    async fn await_pending(&self, n: usize) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pending = self.pending();
+            if pending.len() == n {
+                return pending;
+            }
+            assert!(Instant::now() < deadline, "never {n} waiting: {pending:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn decide(&self, id: &serde_json::Value, body: &str) -> (u16, String) {
+        self.curl(
+            "POST",
+            &format!("/v1/approvals/{id}"),
+            &self.admin_auth(),
+            Some(body),
+        )
+    }
+
+    /// One request with the placeholder, on a tunnel of its own: status, `sluice-error`,
+    /// body.
+    fn send(
+        &self,
+        method: &'static str,
+        path: &'static str,
+        body: &'static str,
+    ) -> tokio::task::JoinHandle<(u16, String, String)> {
+        let (proxy, placeholder) = (self.proxy.clone(), self.placeholder.clone());
+        let port = self.upstream.port();
+        tokio::spawn(async move {
+            let authority = format!("api.test:{port}");
+            let mut client = proxy
+                .open(&authority, "api.test", &[b"http/1.1"])
+                .await
+                .expect("a tunnel");
+            let request = Request::builder()
+                .method(method)
+                .uri(format!("https://{authority}{path}"))
+                .header("host", authority.as_str())
+                .header("authorization", format!("Bearer {placeholder}"))
+                .body(Full::new(Bytes::from_static(body.as_bytes())))
+                .unwrap();
+            let response = client.send(request).await.expect("an answer");
+            let code = response
+                .headers()
+                .get("sluice-error")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            let text = String::from_utf8_lossy(response.body()).into_owned();
+            (response.status().as_u16(), code, text)
+        })
+    }
+
+    fn audit(self) -> String {
+        self.serve.stop().join("\n")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_use_waits_for_its_decision_and_nothing_leaves_before() {
+    let world = World::new("30s").await;
+    let held = world.send("POST", "/items/7?force=yes", "{\"delete\": true}");
+    let pending = world.await_pending(1).await;
+    let ask = &pending[0];
+    assert_eq!(ask["secret"], "prod");
+    assert_eq!(ask["host"], format!("api.test:{}", world.upstream.port()));
+    assert_eq!(ask["method"], "POST");
+    assert_eq!(ask["path"], "/items/7?force=…");
+    assert_eq!(ask["body_bytes"], 16);
+    let sha = hex(Sha256::digest(b"{\"delete\": true}"));
+    assert_eq!(ask["body_sha256"], sha);
+    assert!(ask["waited_secs"].as_f64().unwrap() >= 0.0);
+    // Held: nothing reached the upstream.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(world.upstream.records().is_empty());
+    assert!(!held.is_finished());
+
+    // The workload holds the proxy's credentials, never the admin's: refused.
+    let proxy_auth = world.proxy.url.trim_start_matches("http://");
+    let proxy_auth = proxy_auth.rsplit_once('@').unwrap().0;
+    assert_eq!(world.curl("GET", "/v1/approvals", proxy_auth, None).0, 401);
+    let (status, _) = world.curl(
+        "POST",
+        &format!("/v1/approvals/{}", ask["id"]),
+        proxy_auth,
+        Some(r#"{"decision": "allow"}"#),
+    );
+    assert_eq!(status, 401);
+    assert!(!held.is_finished());
+
+    // A bad decision changes nothing; an unknown id is not found.
+    assert_eq!(world.decide(&ask["id"], r#"{"decision": "yes"}"#).0, 400);
+    assert_eq!(
+        world
+            .decide(&serde_json::json!(999), r#"{"decision": "allow"}"#)
+            .0,
+        404
+    );
+    let (status, answer) = world.decide(&ask["id"], r#"{"decision": "allow"}"#);
+    assert_eq!(status, 200, "{answer}");
+    let (status, code, _) = held.await.unwrap();
+    assert_eq!((status, code.as_str()), (200, ""));
+    let records = world.upstream.records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].headers["authorization"],
+        format!("Bearer {VALUE}").as_str()
+    );
+    assert!(world.pending().is_empty());
+
+    // A method `approve:` does not name goes through without asking.
+    let (status, _, _) = world.send("GET", "/items", "").await.unwrap();
+    assert_eq!(status, 200);
+    // Once: the same use waits again, and this time it is denied.
+    let held = world.send("POST", "/items/7?force=yes", "{\"delete\": true}");
+    let pending = world.await_pending(1).await;
+    let (status, _) = world.decide(&pending[0]["id"], r#"{"decision": "deny"}"#);
+    assert_eq!(status, 200);
+    let (status, code, text) = held.await.unwrap();
+    assert_eq!((status, code.as_str()), (403, "approval-denied"));
+    assert!(
+        text.contains("secret prod") && text.contains("denied"),
+        "{text}"
+    );
+    assert_eq!(world.upstream.records().len(), 2, "the denied use left");
+
+    let metrics = world.curl("GET", "/metrics", &world.admin_auth(), None).1;
+    assert!(
+        metrics.contains("sluice_approvals_total{result=\"allowed\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_approvals_total{result=\"denied\"} 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(VALUE));
+    let audit = world.audit();
+    assert!(!audit.contains(VALUE));
+    let approves: Vec<serde_json::Value> = audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"approve\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(approves.len(), 2, "{audit}");
+    assert_eq!(approves[0]["secret"], "prod");
+    assert_eq!(approves[0]["method"], "POST");
+    assert_eq!(approves[0]["path"], "/items/7?force=…");
+    assert_eq!(approves[0]["approval"]["decision"], "allow");
+    assert_eq!(approves[0]["approval"]["scope"], "once");
+    assert_eq!(approves[0]["approval"]["channel"], "admin-api");
+    assert!(approves[0]["approval"]["waited_ms"].as_u64().unwrap() >= 300);
+    assert_eq!(approves[1]["approval"]["decision"], "deny");
+    assert!(audit.contains("\"reason\":\"approval-denied\""), "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_for_the_run_answers_later_uses_and_identical_ones_share_one() {
+    let world = World::new("30s").await;
+    // Twenty identical requests at once: one use waits, one decision answers them all.
+    let held: Vec<_> = (0..20)
+        .map(|_| world.send("DELETE", "/items/1", ""))
+        .collect();
+    let pending = world.await_pending(1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        world.pending().len(),
+        1,
+        "identical uses wait on one decision"
+    );
+    let (status, answer) = world.decide(
+        &pending[0]["id"],
+        r#"{"decision": "allow", "scope": "once"}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    for request in held {
+        assert_eq!(request.await.unwrap().0, 200);
+    }
+    assert_eq!(world.upstream.records().len(), 20);
+
+    // For the run: this secret, host and method go on without asking from now on.
+    let held = world.send("POST", "/a", "one");
+    let pending = world.await_pending(1).await;
+    let (status, _) = world.decide(
+        &pending[0]["id"],
+        r#"{"decision": "allow", "scope": "run"}"#,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(held.await.unwrap().0, 200);
+    for _ in 0..10 {
+        let (status, _, _) = world.send("POST", "/b", "other").await.unwrap();
+        assert_eq!(status, 200);
+    }
+    assert!(world.pending().is_empty());
+    // Another method is another use: DELETE still waits.
+    let held = world.send("DELETE", "/b", "");
+    let pending = world.await_pending(1).await;
+    world.decide(&pending[0]["id"], r#"{"decision": "deny", "scope": "run"}"#);
+    assert_eq!(held.await.unwrap().1, "approval-denied");
+    let (status, code, _) = world.send("DELETE", "/c", "").await.unwrap();
+    assert_eq!((status, code.as_str()), (403, "approval-denied"));
+    assert_eq!(
+        world.upstream.records().len(),
+        31,
+        "20 + 1 + 10 allowed; none denied"
+    );
+
+    let audit = world.audit();
+    let approves = audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"approve\""))
+        .count();
+    assert_eq!(approves, 3, "one event per decision: {audit}");
+    assert!(!audit.contains(VALUE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_deciding_in_time_refuses_the_use() {
+    let world = World::new("1s").await;
+    let started = Instant::now();
+    let (status, code, text) = world.send("POST", "/items", "{}").await.unwrap();
+    assert_eq!((status, code.as_str()), (403, "approval-timeout"));
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert!(text.contains("sluice approve"), "{text}");
+    assert!(world.upstream.records().is_empty());
+    assert!(
+        world.pending().is_empty(),
+        "a timed-out use is no longer listed"
+    );
+    let audit = world.audit();
+    assert!(audit.contains("\"reason\":\"approval-timeout\""), "{audit}");
+    assert!(!audit.contains(VALUE));
+}
+
+fn hex(bytes: impl AsRef<[u8]>) -> String {
+    bytes.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}

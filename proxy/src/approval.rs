@@ -1,0 +1,435 @@
+//! The run's approvals (`approve:` on a secret): the uses waiting for a person's decision,
+//! and the decisions that stand for the rest of the run. One registry for every worker and
+//! every generation (a reload keeps what waits and what was decided). The request path
+//! waits here (`forward::approval`); the admin endpoint lists and decides
+//! (`ops::admin::approvals`).
+//!
+//! # What it must never do
+//!
+//! - Hold a value. What it keeps is what the door would log: a secret's name, a host, a
+//!   method, a path with its query values elided, a body's size and the SHA-256 of the body
+//!   as the sandbox wrote it (placeholders, never values).
+//! - Let a use through without a decision: a use waits until one is made for it, or for
+//!   its secret, host and method for the run, or its time is up.
+//! - Grow without bound: beyond `max_pending` uses waiting, a new one is refused at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+// The runtime's clock, which the timeouts below run on too (and tests can pause).
+use tokio::time::Instant;
+
+/// One use of a secret that waits for a decision, as the approvers see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct Ask {
+    /// The secret's name.
+    pub(crate) secret: String,
+    /// The host it would go to (as the tunnel names it, port included when not 443).
+    pub(crate) host: String,
+    pub(crate) method: String,
+    /// The path as the sandbox sent it, each query value elided.
+    pub(crate) path: String,
+    /// The body's size, when it was read whole (a streamed body's is not known yet).
+    pub(crate) body_bytes: Option<u64>,
+    /// The SHA-256 (hex) of the body as the sandbox wrote it, when read whole.
+    pub(crate) body_sha256: Option<String>,
+}
+
+impl Ask {
+    /// What identical requests share, so that they wait on one decision.
+    fn same_use(&self) -> (String, String, String, String, Option<String>) {
+        (
+            self.secret.clone(),
+            self.host.clone(),
+            self.method.clone(),
+            self.path.clone(),
+            self.body_sha256.clone(),
+        )
+    }
+
+    /// What a decision for the run covers: this secret, toward this host, with this method.
+    fn standing_key(&self) -> (String, String, String) {
+        (self.secret.clone(), self.host.clone(), self.method.clone())
+    }
+}
+
+/// Allow or deny.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    Allow,
+    Deny,
+}
+
+impl Decision {
+    /// `allow` or `deny`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+        }
+    }
+
+    /// From its word.
+    pub(crate) fn parse(word: &str) -> Option<Self> {
+        match word {
+            "allow" => Some(Decision::Allow),
+            "deny" => Some(Decision::Deny),
+            _ => None,
+        }
+    }
+}
+
+/// For this request only, or for its secret, host and method for the rest of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Once,
+    Run,
+}
+
+impl Scope {
+    /// `once` or `run`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Scope::Once => "once",
+            Scope::Run => "run",
+        }
+    }
+
+    /// From its word.
+    pub(crate) fn parse(word: &str) -> Option<Self> {
+        match word {
+            "once" => Some(Scope::Once),
+            "run" => Some(Scope::Run),
+            _ => None,
+        }
+    }
+}
+
+/// A decision and where it was made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) decision: Decision,
+    pub(crate) scope: Scope,
+    /// `admin-api`, `terminal`, `webhook`, or `run` for a decision that stood.
+    pub(crate) channel: String,
+}
+
+/// How a wait ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// A decision for this use (or one that stood for the run).
+    Decided(Verdict),
+    /// Nobody decided in time.
+    TimedOut,
+    /// Too many uses wait already.
+    Full,
+}
+
+/// A use waiting, as listed: its id, what it is, and how long it has waited.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Listed {
+    pub(crate) id: u64,
+    #[serde(flatten)]
+    pub(crate) ask: Ask,
+    pub(crate) waited_secs: f64,
+}
+
+/// What a decision answered, for its `approve` event.
+#[derive(Clone, Debug)]
+pub(crate) struct Answered {
+    pub(crate) ask: Ask,
+    pub(crate) waited: Duration,
+    /// Other uses waiting that the decision answered too (a `run` decision covers every use
+    /// of its secret, host and method).
+    pub(crate) also: usize,
+}
+
+/// Why a decision could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DecideError {
+    /// No use waits under that id (decided already, timed out, or never).
+    NotWaiting,
+}
+
+struct Waiting {
+    ask: Ask,
+    arrived: Instant,
+    deadline: Instant,
+    verdict: watch::Sender<Option<Waited>>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    waiting: BTreeMap<u64, Waiting>,
+    standing: HashMap<(String, String, String), Decision>,
+}
+
+impl State {
+    /// Drops the uses whose time is up or that nobody waits for any more (the client went
+    /// away), telling any waiter left that time is up.
+    fn prune(&mut self, now: Instant) {
+        self.waiting.retain(|_, w| {
+            let keep = w.deadline > now && w.verdict.receiver_count() > 0;
+            if !keep {
+                w.verdict.send_replace(Some(Waited::TimedOut));
+            }
+            keep
+        });
+    }
+}
+
+/// The run's approvals.
+pub(crate) struct Approvals {
+    state: Mutex<State>,
+    timeout: Duration,
+    max_pending: usize,
+}
+
+impl Approvals {
+    /// An empty registry: uses wait at most `timeout`, at most `max_pending` at once.
+    pub(crate) fn new(timeout: Duration, max_pending: usize) -> Self {
+        Self {
+            state: Mutex::default(),
+            timeout,
+            max_pending,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long a use waits at most.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Waits for a decision on `ask`: at once when one stands for its secret, host and
+    /// method; else on the decision for an identical use already waiting, or as a new one.
+    pub(crate) async fn wait(&self, ask: Ask) -> Waited {
+        let mut verdict = {
+            let mut state = self.state();
+            if let Some(&decision) = state.standing.get(&ask.standing_key()) {
+                return Waited::Decided(Verdict {
+                    decision,
+                    scope: Scope::Run,
+                    channel: "run".to_owned(),
+                });
+            }
+            let now = Instant::now();
+            state.prune(now);
+            let same = ask.same_use();
+            let joined = state
+                .waiting
+                .values()
+                .find(|w| w.ask.same_use() == same)
+                .map(|w| w.verdict.subscribe());
+            match joined {
+                Some(verdict) => verdict,
+                None if state.waiting.len() >= self.max_pending => return Waited::Full,
+                None => {
+                    let (sender, verdict) = watch::channel(None);
+                    state.next_id += 1;
+                    let id = state.next_id;
+                    state.waiting.insert(
+                        id,
+                        Waiting {
+                            ask,
+                            arrived: now,
+                            deadline: now + self.timeout,
+                            verdict: sender,
+                        },
+                    );
+                    verdict
+                }
+            }
+        };
+        let decided = tokio::time::timeout(self.timeout, verdict.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(|seen| seen.ok().and_then(|waited| waited.clone()));
+        drop(verdict);
+        match decided {
+            Some(waited) => waited,
+            // Timed out: the use goes from the list (unless others still wait on it).
+            None => {
+                self.state().prune(Instant::now());
+                Waited::TimedOut
+            }
+        }
+    }
+
+    /// The uses waiting now, oldest first.
+    pub(crate) fn list(&self) -> Vec<Listed> {
+        let now = Instant::now();
+        let mut state = self.state();
+        state.prune(now);
+        state
+            .waiting
+            .iter()
+            .map(|(&id, w)| Listed {
+                id,
+                ask: w.ask.clone(),
+                waited_secs: now.duration_since(w.arrived).as_secs_f64(),
+            })
+            .collect()
+    }
+
+    /// Decides the use `id`: every request waiting on it goes on (or is refused); a `run`
+    /// decision stands for its secret, host and method, and answers every other use of
+    /// theirs waiting now.
+    pub(crate) fn decide(&self, id: u64, verdict: Verdict) -> Result<Answered, DecideError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        state.prune(now);
+        let waiting = state.waiting.remove(&id).ok_or(DecideError::NotWaiting)?;
+        let mut also = 0;
+        if verdict.scope == Scope::Run {
+            let key = waiting.ask.standing_key();
+            state.standing.insert(key.clone(), verdict.decision);
+            let covered: Vec<u64> = state
+                .waiting
+                .iter()
+                .filter(|(_, w)| w.ask.standing_key() == key)
+                .map(|(&id, _)| id)
+                .collect();
+            for other in covered {
+                if let Some(w) = state.waiting.remove(&other) {
+                    w.verdict
+                        .send_replace(Some(Waited::Decided(verdict.clone())));
+                    also += 1;
+                }
+            }
+        }
+        waiting.verdict.send_replace(Some(Waited::Decided(verdict)));
+        Ok(Answered {
+            ask: waiting.ask,
+            waited: now.duration_since(waiting.arrived),
+            also,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn ask(path: &str) -> Ask {
+        Ask {
+            secret: "prod".into(),
+            host: "api.prod.test".into(),
+            method: "DELETE".into(),
+            path: path.into(),
+            body_bytes: Some(0),
+            body_sha256: Some("e3b0".into()),
+        }
+    }
+
+    fn verdict(decision: Decision, scope: Scope) -> Verdict {
+        Verdict {
+            decision,
+            scope,
+            channel: "admin-api".into(),
+        }
+    }
+
+    /// Waits until `n` uses are listed.
+    async fn listed(approvals: &Approvals, n: usize) -> Vec<Listed> {
+        for _ in 0..200 {
+            let list = approvals.list();
+            if list.len() == n {
+                return list;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("never {n} waiting: {:?}", approvals.list());
+    }
+
+    fn spawn_wait(approvals: &Arc<Approvals>, path: &str) -> tokio::task::JoinHandle<Waited> {
+        let (approvals, ask) = (approvals.clone(), ask(path));
+        tokio::spawn(async move { approvals.wait(ask).await })
+    }
+
+    #[tokio::test]
+    async fn a_use_waits_for_its_decision_and_identical_ones_share_it() {
+        let approvals = Arc::new(Approvals::new(Duration::from_secs(10), 8));
+        let waiters: Vec<_> = (0..5).map(|_| spawn_wait(&approvals, "/x")).collect();
+        let list = listed(&approvals, 1).await;
+        let once = verdict(Decision::Allow, Scope::Once);
+        let answered = approvals.decide(list[0].id, once.clone()).unwrap();
+        assert_eq!(answered.ask, ask("/x"));
+        for waiter in waiters {
+            assert_eq!(waiter.await.unwrap(), Waited::Decided(once.clone()));
+        }
+        // Decided: the id is gone, and the next identical use waits again.
+        let again = approvals.decide(list[0].id, once.clone());
+        assert_eq!(again.unwrap_err(), DecideError::NotWaiting);
+        let waiter = spawn_wait(&approvals, "/x");
+        let list = listed(&approvals, 1).await;
+        let deny = verdict(Decision::Deny, Scope::Once);
+        approvals.decide(list[0].id, deny.clone()).unwrap();
+        assert_eq!(waiter.await.unwrap(), Waited::Decided(deny));
+    }
+
+    #[tokio::test]
+    async fn a_run_decision_answers_what_waits_and_what_comes_without_asking() {
+        let approvals = Arc::new(Approvals::new(Duration::from_secs(10), 8));
+        let first = spawn_wait(&approvals, "/a");
+        let second = spawn_wait(&approvals, "/b");
+        let list = listed(&approvals, 2).await;
+        let run = verdict(Decision::Allow, Scope::Run);
+        let answered = approvals.decide(list[0].id, run.clone()).unwrap();
+        assert_eq!(answered.also, 1);
+        assert_eq!(first.await.unwrap(), Waited::Decided(run.clone()));
+        assert_eq!(second.await.unwrap(), Waited::Decided(run));
+        // Later uses of the same secret, host and method: answered at once, by the run's.
+        for path in ["/c", "/d?id=…"] {
+            match approvals.wait(ask(path)).await {
+                Waited::Decided(v) => {
+                    assert_eq!((v.decision, v.scope), (Decision::Allow, Scope::Run));
+                    assert_eq!(v.channel, "run");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Another method is another use.
+        let mut get = ask("/c");
+        get.method = "GET".into();
+        let waiter = tokio::spawn({
+            let approvals = approvals.clone();
+            async move { approvals.wait(get).await }
+        });
+        assert_eq!(listed(&approvals, 1).await[0].ask.method, "GET");
+        waiter.abort();
+    }
+
+    #[tokio::test]
+    async fn time_runs_out_and_the_queue_is_bounded() {
+        let approvals = Arc::new(Approvals::new(Duration::from_millis(300), 2));
+        let a = spawn_wait(&approvals, "/a");
+        let b = spawn_wait(&approvals, "/b");
+        listed(&approvals, 2).await;
+        assert_eq!(approvals.wait(ask("/c")).await, Waited::Full);
+        assert_eq!(a.await.unwrap(), Waited::TimedOut);
+        assert_eq!(b.await.unwrap(), Waited::TimedOut);
+        assert!(approvals.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_use_nobody_waits_for_any_more_is_dropped() {
+        let approvals = Arc::new(Approvals::new(Duration::from_secs(60), 8));
+        let waiter = spawn_wait(&approvals, "/a");
+        let list = listed(&approvals, 1).await;
+        waiter.abort();
+        let _ = waiter.await;
+        assert!(approvals.list().is_empty());
+        let late = approvals.decide(list[0].id, verdict(Decision::Allow, Scope::Once));
+        assert_eq!(late.unwrap_err(), DecideError::NotWaiting);
+    }
+}

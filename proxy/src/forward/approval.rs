@@ -1,0 +1,141 @@
+//! The approval step (`approve:` on a secret): a use of a credential that waits for a
+//! person.
+//!
+//! [`hold`] is a step of the request path. After the scan has said which secrets a request
+//! swaps, and before anything of it is charged or sent, each of them whose `approve:`
+//! covers the request's method waits in the run's [`Approvals`] for a decision: `allow`
+//! goes on, `deny` is `403 approval-denied`, no decision within `--approval-timeout` is
+//! `403 approval-timeout`, and more uses waiting than `--max-pending-approvals` is
+//! `503 approvals-full`. A decision for the `run` stands for the secret, host and method.
+//! The waiting is the run's registry's ([`crate::approval`]); decisions are made on the
+//! admin endpoint (`ops::admin::approvals`), which writes the `approve` event.
+//!
+//! # What it must never do
+//!
+//! - Send or charge anything of a request before its decision.
+//! - Show a value to an approver: a waiting use is described by the secret's name, the
+//!   host, the method, the path as the sandbox sent it with each query value elided, and
+//!   the body's size and SHA-256 taken over the body as the sandbox wrote it (its values
+//!   turned back into placeholders).
+
+use bytes::Bytes;
+use http::request::Parts;
+use http_body_util::BodyExt;
+use sha2::{Digest, Sha256};
+use sluice_guard::SecretId;
+
+use crate::approval::{Ask, Decision, Waited};
+use crate::body::{self, Body};
+use crate::forward::budget::BodySwaps;
+use crate::generation::shared::Shared;
+use crate::refusal::Refusal;
+
+/// What [`hold`] needs of the request besides its head and body.
+pub(crate) struct Use<'a> {
+    /// The host as the tunnel names it.
+    pub(crate) host: &'a str,
+    /// The path and query as the sandbox sent them, before any swap.
+    pub(crate) asked_path: &'a str,
+    /// The secrets its head swapped.
+    pub(crate) head: &'a [SecretId],
+    /// The secrets its body swapped (read whole), or may swap (streamed).
+    pub(crate) body: &'a BodySwaps,
+}
+
+/// Holds the request until every swapped secret whose `approve:` covers its method is
+/// decided; returns the body (read again from memory when it was described).
+///
+/// # Errors
+///
+/// `403 approval-denied`, `403 approval-timeout`, `503 approvals-full`.
+pub(crate) async fn hold(
+    shared: &Shared,
+    parts: &Parts,
+    body: Body,
+    the_use: Use<'_>,
+) -> Result<Body, Refusal> {
+    // Most runs approve nothing: no lookup, no copy.
+    if !shared.policy.has_approvals() {
+        return Ok(body);
+    }
+    let method = parts.method.as_str();
+    let (in_body, read_whole) = match the_use.body {
+        BodySwaps::Known(ids) => (ids, true),
+        BodySwaps::Streaming(ids) => (ids, false),
+    };
+    let mut waiting: Vec<&str> = the_use
+        .head
+        .iter()
+        .chain(in_body)
+        .map(|&id| shared.guard.name(id))
+        .filter(|name| {
+            shared
+                .policy
+                .secrets()
+                .iter()
+                .any(|s| s.name() == *name && s.needs_approval(method))
+        })
+        .collect();
+    waiting.sort_unstable();
+    waiting.dedup();
+    if waiting.is_empty() {
+        return Ok(body);
+    }
+    let (body, described) = describe(body, read_whole, shared).await?;
+    let path = sluice_audit::elide_path(the_use.asked_path);
+    for secret in waiting {
+        let ask = Ask {
+            secret: secret.to_owned(),
+            host: the_use.host.to_owned(),
+            method: method.to_owned(),
+            path: shared.guard.redact_str(&path),
+            body_bytes: described.as_ref().map(|(size, _)| *size),
+            body_sha256: described.as_ref().map(|(_, sha)| sha.clone()),
+        };
+        let waited = shared.approvals.wait(ask).await;
+        shared.counters.approval(match &waited {
+            Waited::Decided(v) if v.decision == Decision::Allow => "allowed",
+            Waited::Decided(_) => "denied",
+            Waited::TimedOut => "timed-out",
+            Waited::Full => "full",
+        });
+        match waited {
+            Waited::Decided(v) if v.decision == Decision::Allow => {}
+            Waited::Decided(v) => return Err(Refusal::approval_denied(secret, the_use.host, &v)),
+            Waited::TimedOut => {
+                let timeout = shared.approvals.timeout();
+                return Err(Refusal::approval_timeout(secret, the_use.host, timeout));
+            }
+            Waited::Full => return Err(Refusal::approvals_full(secret)),
+        }
+    }
+    Ok(body)
+}
+
+/// A body read whole, as the approver sees it: its size and the SHA-256 of it as the
+/// sandbox wrote it (values turned back into placeholders); the body itself goes on as it
+/// was. A streamed body is not read here: it is not described.
+async fn describe(
+    body: Body,
+    read_whole: bool,
+    shared: &Shared,
+) -> Result<(Body, Option<(u64, String)>), Refusal> {
+    if !read_whole {
+        return Ok((body, None));
+    }
+    // In memory already (the body step read it whole): collecting it does not wait.
+    let collected = body
+        .collect()
+        .await
+        .map_err(|e| Refusal::bad_request(format!("the request body could not be read: {e}")))?;
+    let trailers = collected.trailers().cloned();
+    let bytes: Bytes = collected.to_bytes();
+    let as_written = shared.guard.redact(&bytes);
+    let sha256 = hex::encode(Sha256::digest(as_written.bytes()));
+    let size = as_written.bytes().len() as u64;
+    let body = match trailers {
+        Some(trailers) => body::full_with_trailers(bytes, trailers),
+        None => body::full(bytes),
+    };
+    Ok((body, Some((size, sha256))))
+}
