@@ -315,6 +315,14 @@ pub(crate) fn torn_tail(file: &mut File) -> io::Result<Option<TornTail>> {
     }))
 }
 
+/// The file's last `len` bytes (a cut line [`torn_tail`] measured).
+pub(crate) fn tail_bytes(file: &mut File, len: u64) -> io::Result<Vec<u8>> {
+    file.seek(SeekFrom::End(-i64::try_from(len).unwrap_or(i64::MAX)))?;
+    let mut tail = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    (&mut *file).take(len).read_to_end(&mut tail)?;
+    Ok(tail)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::files::{last_line, torn_tail};
+use super::files::{last_line, tail_bytes, torn_tail};
 use super::{AuditError, Line, line_hash};
 
 /// When the file being written is rotated into a segment: after it holds `max_bytes`, or
@@ -95,18 +95,31 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
         path: path.to_owned(),
         why: why.to_owned(),
     };
+    // A record whose write stopped just before its newline is whole: it gets its newline
+    // and is followed like any last line (were it named cut, the chain would run through
+    // it and the `start` naming it cut would break).
+    let mut unterminated = false;
+    let cut_short = || {
+        refuse(
+            "its last line is cut short (no newline) and longer than any audit record, or no line before it is whole",
+        )
+    };
     let (last, torn) = match last_line(&mut file).map_err(open_error)? {
         Some(last) => (Some(last), None),
-        // A cut line is appended after only when a whole record precedes it: a short file
-        // without a newline may be anything, and is left alone.
-        None => match torn_tail(&mut file).map_err(open_error)? {
-            Some(torn) if torn.before.is_some() => (torn.before, Some(torn.len)),
-            _ => {
-                return Err(refuse(
-                    "its last line is cut short (no newline) and longer than any audit record, or no line before it is whole",
-                ));
+        None => {
+            let torn = torn_tail(&mut file).map_err(open_error)?.ok_or_else(cut_short)?;
+            let cut = tail_bytes(&mut file, torn.len).map_err(open_error)?;
+            if serde_json::from_slice::<Line>(&cut).is_ok() {
+                unterminated = true;
+                (Some(cut), None)
+            } else if torn.before.is_some() {
+                // A cut line is appended after only when a whole record precedes it: a
+                // short file without a newline may be anything, and is left alone.
+                (torn.before, Some(torn.len))
+            } else {
+                return Err(cut_short());
             }
-        },
+        }
     };
     if let Some(last) = &last
         && serde_json::from_slice::<Line>(last).is_err()
@@ -115,7 +128,7 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
     }
     set_private(&file).map_err(open_error)?;
     let mut len = meta.len();
-    if torn.is_some() {
+    if torn.is_some() || unterminated {
         // The cut line becomes a line of its own: the next run's `start` starts on the next.
         file.write_all(b"\n")
             .and_then(|()| file.sync_data())

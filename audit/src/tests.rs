@@ -574,6 +574,29 @@ fn a_full_queue_fails_the_log_closed() {
 
 /// A run killed in the middle of a write, then a run started on the same log: the cut line
 /// is kept and named, and the chain holds across it.
+/// A write stopped just before its newline leaves a whole record: the next run gives it
+/// its newline and follows it, and the log verifies. (Named cut, the record would be
+/// chained through and the `start` naming it cut would break the log for good.)
+#[test]
+fn a_record_that_lost_only_its_newline_is_followed_as_whole() {
+    let dir = TempDir::new();
+    let path = dir.join("audit.jsonl");
+    let log = AuditLog::open(&path, "run-1", start_info()).unwrap();
+    log.record(Event::new(EventKind::Deny).host("h")).unwrap();
+    log.close().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.trim_end_matches('\n')).unwrap();
+    let log = AuditLog::open(&path, "run-2", start_info()).unwrap();
+    log.close().unwrap();
+    let written = lines(&path);
+    assert_eq!(written.len(), 5);
+    assert!(json(&written[3]).get("torn").is_none());
+    let logs = verify_logs(std::slice::from_ref(&path)).unwrap();
+    assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
+    assert_eq!(logs[0].runs.len(), 2);
+    assert!(logs[0].runs.iter().all(|run| run.complete && run.torn.is_none()));
+}
+
 #[test]
 fn a_line_cut_short_is_kept_named_and_chained_over() {
     let dir = TempDir::new();
