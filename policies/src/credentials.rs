@@ -100,6 +100,10 @@ pub fn judge(name: &str, value: &[u8]) -> Option<Suspicion> {
     if let Some(shape) = credential_shape(value) {
         return Some(Suspicion::Value(shape));
     }
+    // The shell's working directory: its own exact names, holding an absolute path.
+    if SHELL_PLACES.contains(&name) && value.starts_with(b"/") {
+        return None;
+    }
     match name_hint(name) {
         NameHint::Credential => Some(Suspicion::Name),
         NameHint::Key if looks_random(value) => Some(Suspicion::NameAndEntropy),
@@ -146,13 +150,11 @@ const PLACE_WORDS: [&str; 9] = [
 /// The shell's own variables whose names hold a hint word but never a credential: the
 /// working directory (`PWD` is also short for password, as in `DB_PWD`), whose value is a
 /// path that may look random (`/tmp/tmp.Xq8rT2Lk0P`) and is in many a command's arguments.
+/// Exactly these names (the shell's are upper case), and only with an absolute path.
 const SHELL_PLACES: [&str; 2] = ["PWD", "OLDPWD"];
 
 fn name_hint(name: &str) -> NameHint {
     let upper = name.to_ascii_uppercase();
-    if SHELL_PLACES.contains(&upper.as_str()) {
-        return NameHint::None;
-    }
     let words: Vec<&str> = upper
         .split(['_', '-', '.'])
         .filter(|w| !w.is_empty())
@@ -326,13 +328,21 @@ mod tests {
             looks_random(random.as_bytes()),
             "the path must look random for this test"
         );
-        for name in ["PWD", "OLDPWD", "pwd"] {
+        for name in ["PWD", "OLDPWD"] {
             assert_eq!(judge(name, random.as_bytes()), None, "{name}");
         }
-        assert_eq!(
-            judge("DB_PWD", b"k7Qz9WbN3vYpXq8rT2Lk0P"),
-            Some(Suspicion::NameAndEntropy)
-        );
+        // Not the shell's: another name, or no path in it, is judged like any variable.
+        for (name, value) in [
+            ("pwd", random),
+            ("DB_PWD", "k7Qz9WbN3vYpXq8rT2Lk0P"),
+            ("PWD", "k7Qz9WbN3vYpXq8rT2Lk0P"),
+        ] {
+            assert_eq!(
+                judge(name, value.as_bytes()),
+                Some(Suspicion::NameAndEntropy),
+                "{name}"
+            );
+        }
     }
 
     /// (name, value, verdict): each recogniser's hits, and its near misses beside them.
