@@ -1020,6 +1020,17 @@ fn verification_catches_tampering() {
         (4, Break::Prev { previous: 3 })
     );
 
+    // A run id outside the writer's alphabet (a terminal's escape in it), even with its
+    // genesis recomputed: refused before anything prints it.
+    let mut escaped = parse(&good[0]);
+    escaped.run_id = "run\u{1b}[2Kx".to_owned();
+    escaped.prev = genesis(&escaped.run_id);
+    let escaped = vec![serde_json::to_string(&escaped).unwrap()];
+    assert_eq!(
+        broken_at(verify_lines(&dir, &escaped)),
+        (1, Break::StartFields { field: "run_id" })
+    );
+
     // Dropped: line 3 removed; the new line 3 has seq 4.
     let mut dropped = good.clone();
     dropped.remove(2);

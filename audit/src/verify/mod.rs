@@ -16,7 +16,7 @@ mod error;
 pub use error::{Break, ChainError};
 
 use super::files::{self, Chained, MAX_LINE};
-use super::{Counts, EventKind, Line, genesis, is_sha256_hex, line_hash};
+use super::{Counts, EventKind, Line, genesis, is_sha256_hex, is_valid_run_id, line_hash};
 
 /// One run whose chain holds, from its `start` to its last line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -312,6 +312,11 @@ impl Walk {
         }
         if line.segment.is_some() {
             return Err(Break::SegmentMarker);
+        }
+        // The writer's alphabet only: a verified run's id is printed as it is (`audit
+        // verify`, the summary), and must not carry a terminal's control sequences.
+        if !is_valid_run_id(&line.run_id) {
+            return Err(Break::StartFields { field: "run_id" });
         }
         if line.prev != genesis(&line.run_id) {
             return Err(Break::Genesis {
