@@ -58,7 +58,9 @@ pub(crate) fn run(
     let stdout = child.stdout.take();
     let (sent, output) = std::sync::mpsc::sync_channel(1);
     std::thread::spawn(move || {
-        let mut out = Zeroizing::new(Vec::with_capacity(4096));
+        // Room for the most it may read, up front: a buffer grown by reallocation would
+        // leave earlier copies of the value in freed memory, which nothing zeroizes.
+        let mut out = Zeroizing::new(Vec::with_capacity(MAX_OUTPUT as usize + 1));
         let read = stdout.map(|pipe| pipe.take(MAX_OUTPUT + 1).read_to_end(&mut out));
         let _ = sent.send((out, read.is_some_and(|r| r.is_ok())));
     });

@@ -149,6 +149,18 @@ fn os_bytes(v: std::ffi::OsString) -> Vec<u8> {
     v.to_string_lossy().into_owned().into_bytes()
 }
 
+/// A file's bytes, in a buffer sized from its length before reading: one grown by
+/// reallocation would leave earlier copies of the value in freed memory. (A file that
+/// grows while it is read still reallocates; a secret file does not.)
+fn read_whole(path: &std::path::Path) -> std::io::Result<Zeroizing<Vec<u8>>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut bytes = Zeroizing::new(Vec::with_capacity(usize::try_from(len).unwrap_or(0) + 1));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// One secret's value, read from its source and checked: at least [`MIN_VALUE_LEN`] bytes,
 /// printable ASCII for a signing part, free of CR, LF and NUL where it may be swapped into a
 /// header.
@@ -199,13 +211,11 @@ impl Source {
                 }
             },
             Source::File(path) => {
-                let mut bytes = Zeroizing::new(std::fs::read(path).map_err(|e| {
-                    SourceError::FileUnreadable {
-                        secret: name.clone(),
-                        path: path.clone(),
-                        kind: e.kind(),
-                    }
-                })?);
+                let mut bytes = read_whole(path).map_err(|e| SourceError::FileUnreadable {
+                    secret: name.clone(),
+                    path: path.clone(),
+                    kind: e.kind(),
+                })?;
                 if bytes.last() == Some(&b'\n') {
                     bytes.pop();
                     if bytes.last() == Some(&b'\r') {
