@@ -107,7 +107,9 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
     let (last, torn) = match last_line(&mut file).map_err(open_error)? {
         Some(last) => (Some(last), None),
         None => {
-            let torn = torn_tail(&mut file).map_err(open_error)?.ok_or_else(cut_short)?;
+            let torn = torn_tail(&mut file)
+                .map_err(open_error)?
+                .ok_or_else(cut_short)?;
             let cut = tail_bytes(&mut file, torn.len).map_err(open_error)?;
             if serde_json::from_slice::<Line>(&cut).is_ok() {
                 unterminated = true;

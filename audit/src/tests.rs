@@ -594,7 +594,12 @@ fn a_record_that_lost_only_its_newline_is_followed_as_whole() {
     let logs = verify_logs(std::slice::from_ref(&path)).unwrap();
     assert!(logs[0].broken.is_none(), "{:?}", logs[0].broken);
     assert_eq!(logs[0].runs.len(), 2);
-    assert!(logs[0].runs.iter().all(|run| run.complete && run.torn.is_none()));
+    assert!(
+        logs[0]
+            .runs
+            .iter()
+            .all(|run| run.complete && run.torn.is_none())
+    );
 }
 
 #[test]

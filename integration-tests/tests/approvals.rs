@@ -12,7 +12,8 @@ use http::Request;
 use http_body_util::Full;
 use sha2::{Digest, Sha256};
 use sluice_integration_tests::client::ProxyAt;
-use sluice_integration_tests::{RecordingUpstream, ServeBinary, TestPki};
+use sluice_integration_tests::launch::require_program;
+use sluice_integration_tests::{RecordingUpstream, ServeBinary, TestPki, sluice_bin};
 
 const VALUE: &str = "prod-REAL-token-0123456789abcdef";
 
@@ -323,6 +324,117 @@ async fn nobody_deciding_in_time_refuses_the_use() {
     let audit = world.audit();
     assert!(audit.contains("\"reason\":\"approval-timeout\""), "{audit}");
     assert!(!audit.contains(VALUE));
+}
+
+/// `sluice approve` in a terminal (util-linux's `script` gives it a pseudo-terminal): it
+/// shows the waiting use, a key typed without Enter decides it for the run, and later uses
+/// go on without waiting; `q` quits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_approve_decides_from_a_terminal_one_key_per_decision() {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+
+    require_program("script", "util-linux ships with the machine");
+    let world = World::new("30s").await;
+    let held = world.send("DELETE", "/items/9?cascade=yes", "");
+    world.await_pending(1).await;
+
+    let command = format!(
+        "{} approve --run-dir {}",
+        sluice_bin().display(),
+        world.serve.dir().join("run").display()
+    );
+    let mut terminal = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    let screen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = terminal.stdout.take().unwrap();
+    let reader = {
+        let screen = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                screen
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let shown = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !screen.lock().unwrap().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "never shown {text:?}: {}",
+                screen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    shown("[a] allow once");
+    {
+        let screen = screen.lock().unwrap();
+        assert!(screen.contains("  secret   prod"), "{screen}");
+        assert!(
+            screen.contains("  request  DELETE /items/9?cascade=…"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("  body     0 bytes, sha256 e3b0c442"),
+            "{screen}"
+        );
+        assert!(!screen.contains(VALUE));
+    }
+    let mut keys = terminal.stdin.take().unwrap();
+    keys.write_all(b"r").unwrap();
+    keys.flush().unwrap();
+    shown(": allow, for the rest of the run");
+    assert_eq!(held.await.unwrap().0, 200);
+    // For the run: the next DELETE does not wait.
+    assert_eq!(world.send("DELETE", "/items/10", "").await.unwrap().0, 200);
+    keys.write_all(b"q").unwrap();
+    keys.flush().unwrap();
+    let status = terminal.wait().unwrap();
+    assert!(status.success(), "{status}: {}", screen.lock().unwrap());
+    drop(keys);
+    reader.join().unwrap();
+
+    let audit = world.audit();
+    let approve = audit
+        .lines()
+        .find(|l| l.contains("\"event\":\"approve\""))
+        .expect("an approve event");
+    assert!(approve.contains("\"channel\":\"terminal\""), "{approve}");
+    assert!(approve.contains("\"scope\":\"run\""), "{approve}");
+}
+
+/// Decisions are made on the admin endpoint: `serve` without `--admin` refuses to start
+/// with a declaration whose uses would only ever time out.
+#[test]
+fn serve_refuses_approvals_with_no_admin_endpoint_to_decide_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, YAML).unwrap();
+    let out = Command::new(sluice_bin())
+        .arg("serve")
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--listen", "127.0.0.1:0", "--no-watch", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("sluice serve runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("approve:") && stderr.contains("--admin ADDR"), "{stderr}");
+    assert!(!dir.path().join("run/proxy-url").exists());
 }
 
 fn hex(bytes: impl AsRef<[u8]>) -> String {

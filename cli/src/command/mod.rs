@@ -11,6 +11,7 @@ use sluice_proxy::Limits;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+mod approve;
 mod audit;
 mod check;
 mod demo;
@@ -37,6 +38,9 @@ enum Command {
     Check(CheckArgs),
     /// Copy stdin to stdout, turning every known secret value into its placeholder.
     Redact(RedactArgs),
+    /// Decide, from a terminal, the uses of secrets that wait for approval (`approve:`) in
+    /// a running proxy: one key per decision.
+    Approve(ApproveArgs),
     /// Verify or summarise an audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -371,6 +375,18 @@ pub(crate) struct RedactArgs {
     pub(crate) admin_url_file: Option<PathBuf>,
 }
 
+/// Arguments of `sluice approve`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("endpoint").required(true).args(["run_dir", "admin_url_file"])))]
+pub(crate) struct ApproveArgs {
+    /// A running `sluice serve --admin`'s run directory (its `admin-url`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) run_dir: Option<PathBuf>,
+    /// The admin URL's file (`sluice run --admin-url-file`).
+    #[arg(long, value_name = "FILE", alias = "admin-url")]
+    pub(crate) admin_url_file: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 enum AuditCommand {
     /// Check the logs' hash chains (every run, every segment): exit 0 when they hold, 1
@@ -437,6 +453,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Redact(args) => redact::run(&args),
+        Command::Approve(args) => approve::run(&args),
         Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args),
         Command::Audit(AuditCommand::Summary(args)) => audit::summary(&args),
         Command::Audit(AuditCommand::Report(args)) => audit::report(&args),

@@ -21,11 +21,7 @@ const CHUNK: usize = 64 * 1024;
 /// Exit 0 when the whole input was copied; 1 when the declaration, a secret source or
 /// an I/O operation failed.
 pub(crate) fn run(args: &super::RedactArgs) -> ExitCode {
-    let url_file = match (&args.run_dir, &args.admin_url_file) {
-        (Some(dir), _) => Some(dir.join("admin-url")),
-        (None, Some(file)) => Some(file.clone()),
-        (None, None) => None,
-    };
+    let url_file = crate::admin::url_file(args.run_dir.as_deref(), args.admin_url_file.as_deref());
     if let Some(file) = url_file {
         return match through_admin(&file) {
             Ok(()) => ExitCode::SUCCESS,
@@ -108,24 +104,13 @@ fn stream(mut redactor: Rewriter) -> io::Result<()> {
 /// Streams stdin to the admin endpoint named in `url_file` (`http://USER:TOKEN@HOST:PORT`)
 /// and its answer to stdout, as it comes.
 fn through_admin(url_file: &std::path::Path) -> io::Result<()> {
-    use base64::Engine;
     use http_body_util::BodyExt;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let url = std::fs::read_to_string(url_file)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", url_file.display())))?;
-    let rest = url.trim().trim_start_matches("http://");
-    let Some((userinfo, addr)) = rest.rsplit_once('@') else {
-        return Err(io::Error::other(format!(
-            "{}: not an admin URL (http://USER:TOKEN@HOST:PORT)",
-            url_file.display()
-        )));
-    };
-    let authorization = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(userinfo)
-    );
-    let addr = addr.to_owned();
+    let crate::admin::Admin {
+        addr,
+        authorization,
+    } = crate::admin::Admin::from_file(url_file)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -27,6 +27,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::from(REFUSED);
         }
     };
+    let policy_has_approvals = policy.has_approvals();
     let config = LaunchConfig {
         upstream_proxy,
         policy,
@@ -44,13 +45,19 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         policy_path: args.proxy.policy.clone(),
         limits: args.limits.limits(),
         watch_files: args.watch,
-        admin: args.proxy.admin.map(|addr| {
-            let file = args
-                .admin_url_file
-                .clone()
-                .unwrap_or_else(|| "sluice-admin-url".into());
-            (addr, file)
-        }),
+        // Uses that wait for approval are decided on the admin endpoint: with `approve:` in
+        // the declaration it is on (on loopback, a port of its own) even without --admin.
+        admin: args
+            .proxy
+            .admin
+            .or_else(|| policy_has_approvals.then(|| ([127, 0, 0, 1], 0).into()))
+            .map(|addr| {
+                let file = args
+                    .admin_url_file
+                    .clone()
+                    .unwrap_or_else(|| "sluice-admin-url".into());
+                (addr, file)
+            }),
     };
     if args.dry_run {
         return match dry_run(&config) {

@@ -26,6 +26,10 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     if !unserved_said(&policy, args.proxy.admin) {
         return ExitCode::FAILURE;
     }
+    if args.proxy.admin.is_none() && policy.has_approvals() {
+        eprintln!("sluice serve: error: {NO_APPROVER}");
+        return ExitCode::FAILURE;
+    }
     if let Err(error) = prepare_run_dir(&args.run_dir) {
         eprintln!(
             "sluice serve: run directory {}: {error}",
@@ -55,10 +59,12 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     if args.proxy.admin.is_none() {
         config.reload_gate = Some(std::sync::Arc::new(|next: &sluice_policies::Policy| {
             let unserved = next.unserved(&[sluice_policies::Sink::Egress]);
-            if unserved.is_empty() {
-                Ok(())
-            } else {
+            if !unserved.is_empty() {
                 Err(unserved_refusal(&unserved))
+            } else if next.has_approvals() {
+                Err(NO_APPROVER.to_owned())
+            } else {
+                Ok(())
             }
         }));
     }
@@ -110,6 +116,10 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
         }
     })
 }
+
+/// Why a declaration with `approve:` needs `--admin`: decisions are made there, and
+/// without it every such use would wait until it timed out.
+const NO_APPROVER: &str = "a secret has approve:, and its uses wait for decisions made on the admin endpoint; start with --admin ADDR (then `sluice approve --run-dir DIR` decides them)";
 
 /// Secrets granted only sinks this proxy does not serve (it swaps `egress`; `command` and
 /// `file` are a launcher's, `prompt`, `agent` and `params` a host engine's): with an admin

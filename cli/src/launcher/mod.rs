@@ -199,7 +199,8 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         .map_err(LaunchError::RunDir)?;
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
     let settings = start_settings(&config);
-    let gate = reload_gate(&config.policy);
+    let gate = reload_gate(&config.policy, config.admin.is_some());
+    let approvals = config.policy.has_approvals();
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
     proxy_config.start_settings = settings;
     proxy_config.reload_gate = Some(gate);
@@ -239,7 +240,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
             return Err(error.into());
         }
     };
-    if let Err(error) = write_admin_url(&proxy, config.admin.as_ref()) {
+    if let Err(error) = write_admin_url(&proxy, config.admin.as_ref(), approvals) {
         if let Some((helper, _)) = jailed {
             helper.abandon().await;
         }
@@ -490,12 +491,12 @@ fn materialized(proxy: &Proxy, secret: &str, location: &str) -> Result<(), Launc
         .map_err(|error| LaunchError::Start(StartError::Audit(error)))
 }
 
-/// A `file`-granted value, in a 0600 file only the run can read.
 /// Writes the admin endpoint's URL (its credentials in it) to its file, 0600, and says on
 /// stderr where the endpoint is, without the token.
 fn write_admin_url(
     proxy: &sluice_proxy::Proxy,
     admin: Option<&(SocketAddr, PathBuf)>,
+    approvals: bool,
 ) -> Result<(), LaunchError> {
     let (Some((_, file)), Some(url), Some(addr)) = (admin, proxy.admin_url(), proxy.admin_addr())
     else {
@@ -509,9 +510,16 @@ fn write_admin_url(
         sluice_proxy::ADMIN_USER,
         file.display()
     );
+    if approvals {
+        eprintln!(
+            "sluice: some uses wait for approval (approve:); decide them with: sluice approve --admin-url-file {}",
+            file.display()
+        );
+    }
     Ok(())
 }
 
+/// A `file`-granted value, in a 0600 file only the run can read.
 fn write_secret_file(run_dir: &Path, secret: &str, value: &[u8]) -> std::io::Result<PathBuf> {
     let dir = run_dir.join("secrets");
     std::fs::create_dir_all(&dir)?;

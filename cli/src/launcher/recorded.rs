@@ -14,9 +14,10 @@ use super::LaunchConfig;
 /// What a reload under `sluice run --watch` (or `POST /reload`) may not ask for: a sink the
 /// launcher never serves (`prompt`, `agent`, `params` alone), or a `command` or `file` grant
 /// the command did not get at start (its environment and files were made then; a grant
-/// added later would be a grant in the declaration that nothing serves). Refused like any
+/// added later would be a grant in the declaration that nothing serves), or an `approve:`
+/// when the run has no admin endpoint to decide on (`admin`). Refused like any
 /// bad reload: the generation in force stays, and the `reload` event says why.
-pub(super) fn reload_gate(started: &Policy) -> sluice_proxy::ReloadGate {
+pub(super) fn reload_gate(started: &Policy, admin: bool) -> sluice_proxy::ReloadGate {
     let handed: BTreeMap<String, (bool, bool)> = started
         .secrets()
         .iter()
@@ -45,6 +46,12 @@ pub(super) fn reload_gate(started: &Policy) -> sluice_proxy::ReloadGate {
                     ));
                 }
             }
+        }
+        // Decisions are made on the admin endpoint: without one, a use would only time out.
+        if !admin && next.has_approvals() {
+            problems.push(
+                "a secret has approve:, and this run has no admin endpoint to decide on".to_owned(),
+            );
         }
         if problems.is_empty() {
             Ok(())
