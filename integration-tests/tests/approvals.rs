@@ -433,7 +433,10 @@ fn serve_refuses_approvals_with_no_admin_endpoint_to_decide_on() {
         .expect("sluice serve runs");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("approve:") && stderr.contains("--admin ADDR"), "{stderr}");
+    assert!(
+        stderr.contains("approve:") && stderr.contains("--admin ADDR"),
+        "{stderr}"
+    );
     assert!(!dir.path().join("run/proxy-url").exists());
 }
 

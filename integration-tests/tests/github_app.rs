@@ -363,6 +363,24 @@ async fn a_reload_that_changes_the_narrowing_revokes_the_old_token_and_mints_a_n
     assert_eq!(status, 200, "{}", serve.stderr());
     let first = f.github.issued();
     assert_eq!(first.len(), 1);
+    // A kept-alive tunnel opened before the reload, used once.
+    let authority = format!("api.github.test:{}", f.github.port());
+    let mut old = serve
+        .proxy()
+        .open(&authority, "api.github.test", &[b"http/1.1"])
+        .await
+        .expect("a tunnel");
+    let website = || {
+        http::Request::get(format!("{api}/repos/acme/website"))
+            .header("host", authority.as_str())
+            .header(
+                "authorization",
+                format!("token {}", serve.placeholder("GH")),
+            )
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap()
+    };
+    assert_eq!(old.send(website()).await.unwrap().status(), 200);
 
     // The same run, narrowed to the other repository instead.
     serve.reload(&yaml.replace("repositories: [website]", "repositories: [secret-plans]"));
@@ -372,6 +390,12 @@ async fn a_reload_that_changes_the_narrowing_revokes_the_old_token_and_mints_a_n
     assert_eq!(status, 200, "{}", serve.stderr());
     let status = tokio::task::spawn_blocking(get("website")).await.unwrap();
     assert_eq!(status, 404, "the old narrowing is gone");
+    // The tunnel from before the reload cannot bring the old narrowing back: it may not
+    // start a chain of its own (which would revoke the one in force and mint the wider
+    // token again); the client is told to open a new tunnel.
+    let outdated = old.send(website()).await.unwrap();
+    assert_eq!(outdated.status(), 421);
+    assert_eq!(outdated.headers()["sluice-error"], "tunnel-outdated");
     let issued = f.github.issued();
     assert_eq!(issued.len(), 2, "{issued:?}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

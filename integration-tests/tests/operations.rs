@@ -706,12 +706,18 @@ async fn a_tunnel_opened_before_a_reload_never_shows_the_value_the_reload_brough
     let proxy = serve.proxy();
     // The upstream knows the value in force, as the real service would after a rotation.
     let source = serve.secret.clone();
-    let upstream = ServedUpstream::start(&pki, &["api.test"], move |_: &Recorded| {
+    let upstream = ServedUpstream::start(&pki, &["api.test"], move |asked: &Recorded| {
         let current = std::fs::read_to_string(&source).unwrap();
         let mut answer = respond(200, "text/plain", format!("current {current}\n"));
+        // `/coded` names it as the body's coding, which sluice cannot decode: its refusal
+        // quotes the name.
+        let header = match asked.uri.path() {
+            "/coded" => "content-encoding",
+            _ => "x-current",
+        };
         answer
             .headers_mut()
-            .insert("x-current", current.parse().unwrap());
+            .insert(header, current.parse().unwrap());
         answer
     })
     .await;
@@ -750,6 +756,16 @@ async fn a_tunnel_opened_before_a_reload_never_shows_the_value_the_reload_brough
     // The old tunnel swapped under its own generation: the value it knew.
     let seen = upstream.records().last().unwrap().headers["authorization"].clone();
     assert_eq!(seen, format!("Bearer {}", value(0)).as_str());
+    // A refusal quoting the upstream is redacted with the guard in force too.
+    let coded = Request::get(format!("https://{authority}/coded"))
+        .header("host", authority.as_str())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let refused = tunnel.send(coded).await.expect("answered");
+    assert_eq!(refused.status(), 502);
+    let text = String::from_utf8_lossy(refused.body());
+    assert!(text.contains(&placeholder), "{text}");
+    assert!(!text.contains(&value(1)), "{text}");
 
     let audit = std::fs::read_to_string(serve.stop()).unwrap();
     for value in [value(0), value(1)] {
@@ -761,8 +777,8 @@ async fn a_tunnel_opened_before_a_reload_never_shows_the_value_the_reload_brough
         .filter(|l| l.contains("response-headers") || l.contains("response-body"))
         .count();
     assert_eq!(
-        redactions, 4,
-        "two answers, each redacted in a header and the body"
+        redactions, 5,
+        "two answers, each redacted in a header and the body, and the refused one's header"
     );
 }
 

@@ -116,7 +116,10 @@ impl Exchange {
         if !refusal.audited {
             self.record_refusal(&refusal);
         }
-        refusal.into_response(&self.shared.guard)
+        // The guard in force, not this exchange's: it holds every value this one does
+        // (a reload never forgets one), and any minted or rotated since, which a refusal
+        // quoting the upstream (a coding's name, an extension's) may carry.
+        refusal.into_response(&self.shared.live.current().guard)
     }
 
     /// Records a refusal that no response can carry (a streamed body cut after its head

@@ -158,18 +158,34 @@ pub(crate) fn check_keys(policy: &Policy, resolved: &[ResolvedSecret]) -> Result
     Ok(())
 }
 
-/// The chain of `minter`, started (on its first use in the run) from the values this
-/// generation read: the refresh token and client secret from the guard, the client id
-/// from its source.
+/// The chain of `minter`, started (on its first use in the run) from the values the
+/// generation in force read: the refresh token and client secret from its guard, the
+/// client id from its source.
+///
+/// A snapshot whose declaration is no longer in force (a tunnel opened before a reload) may
+/// use a chain that serves its minter, and never starts or replaces one: its minter may be
+/// one the reload narrowed (a GitHub App's repositories), and a chain started from it would
+/// replace, and revoke, the one in force. Refused instead, so that the client opens a new
+/// tunnel.
 pub(crate) fn chain_of(shared: &Arc<Shared>, minter: &MinterDecl) -> Result<Arc<Chain>, Refusal> {
+    let in_force = shared.live.current();
+    if !Arc::ptr_eq(&in_force.policy, &shared.policy) {
+        return shared
+            .mints
+            .serving(minter)
+            .ok_or_else(Refusal::outdated_tunnel);
+    }
     let (chain, replaced) = shared
         .mints
         .chain(minter, || {
             let decl = |part| minter.part(part).map(|i| &shared.policy.secrets()[i]);
+            // The values in force (the same declaration's): a refresh token a mint rotated
+            // since this snapshot was taken is the one to start from.
+            let guard = &in_force.guard;
             let value = |part| {
                 let decl = decl(part)?;
-                let id = shared.guard.id(decl.name())?;
-                Some(Zeroizing::new(shared.guard.value(id).expose().to_vec()))
+                let id = guard.id(decl.name())?;
+                Some(Zeroizing::new(guard.value(id).expose().to_vec()))
             };
             let refresh_file = decl(MintPart::RefreshToken).and_then(|d| match d.source() {
                 Source::File(path) => Some(path.clone()),

@@ -59,6 +59,15 @@ impl Mints {
         Ok((chain, replaced))
     }
 
+    /// The chain the run has for `minter`, when it serves it as declared; never a new one.
+    pub(crate) fn serving(&self, minter: &MinterDecl) -> Option<Arc<Chain>> {
+        let chains = self.chains.lock().unwrap_or_else(PoisonError::into_inner);
+        chains
+            .get(minter.name())
+            .filter(|chain| chain.serves(minter))
+            .cloned()
+    }
+
     /// Every chain of the run, for revoking their tokens when it ends.
     pub(crate) fn all(&self) -> Vec<Arc<Chain>> {
         let chains = self.chains.lock().unwrap_or_else(PoisonError::into_inner);

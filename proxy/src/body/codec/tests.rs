@@ -440,7 +440,8 @@ fn unknown_codings_are_refused_by_name() {
     let cases = [
         ("compress", "compress"),
         ("gzip, lzma", "lzma"),
-        ("gzip;q=1", "gzip;q=1"),
+        // Quoted only as a short token: anything else is described, never cut.
+        ("gzip;q=1", "(a name of 8 bytes)"),
         ("  Snappy  ", "snappy"),
         ("aes128gcm", "aes128gcm"),
     ];
@@ -456,9 +457,16 @@ fn unknown_codings_are_refused_by_name() {
                 .contains("expected gzip, deflate, br or zstd")
         );
     }
-    let long = "x".repeat(300);
+    // A long name (a token an upstream echoed there) is never cut to a prefix of itself,
+    // which the guard, knowing whole values only, could not redact.
+    let long = format!("github_pat_{}", "x".repeat(82));
     let err = parse_content_encoding([&HeaderValue::from_str(&long).unwrap()]).unwrap_err();
-    assert!(matches!(err, CodecError::Unsupported { name } if name.len() == 40));
+    assert_eq!(
+        err,
+        CodecError::Unsupported {
+            name: "(a name of 93 bytes)".into()
+        }
+    );
     let binary = HeaderValue::from_bytes(b"gz\xffip").unwrap();
     assert!(matches!(
         parse_content_encoding([&binary]),
