@@ -1,7 +1,7 @@
 """PUT a file as a signed aws-chunked stream (x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD), or
 with a signed trailer (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER), written after AWS's documentation.
 
-Usage: aws_chunked_client.py [--tamper] [--trailer] [--tamper-trailer] [--unannounced] URL FILE [REGION [SERVICE]]
+Usage: aws_chunked_client.py [--tamper] [--trailer] [--tamper-trailer] [--unannounced] [--second-coding] URL FILE [REGION [SERVICE]]
 
 Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN. REGION
 and SERVICE default to what an amazonaws.com host names (s3.eu-west-1.amazonaws.com), else to
@@ -11,7 +11,9 @@ CONNECT tunnel, and AWS_CA_BUNDLE or SSL_CERT_FILE names the CA to trust. The bo
 after signing it, which a verifier must refuse. --trailer announces `x-amz-trailer:
 x-amz-checksum-crc32` and sends the data's CRC32 after the last chunk, signed on from it
 (`AWS4-HMAC-SHA256-TRAILER`); --tamper-trailer changes that checksum after signing it;
---unannounced announces x-amz-checksum-sha256 and sends (and signs) the CRC32 anyway. Prints
+--unannounced announces x-amz-checksum-sha256 and sends (and signs) the CRC32 anyway;
+--second-coding sends `Content-Encoding: aws-chunked` and `Content-Encoding: gzip` as two fields,
+signed as SigV4 joins them (`aws-chunked,gzip`). Prints
 the status and the response body, and exits 0 on a 2xx.
 """
 import base64
@@ -34,6 +36,7 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 args = sys.argv[1:]
 tamper, tamper_trailer, unannounced = "--tamper" in args, "--tamper-trailer" in args, "--unannounced" in args
+second_coding = "--second-coding" in args
 trailer = "--trailer" in args or tamper_trailer or unannounced
 args = [a for a in args if not a.startswith("--")]
 if trailer:
@@ -76,7 +79,7 @@ credentials = Credentials(os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRE
 signer = Signer(credentials, service, region)
 request = AWSRequest(method="PUT", url=url, headers={
     "Host": parts.netloc,  # signed exactly as http.client will send it
-    "Content-Encoding": "aws-chunked",
+    "Content-Encoding": "aws-chunked,gzip" if second_coding else "aws-chunked",
     "Content-Length": str(sum(frame_length(s) for s in sizes) + trailer_length),
     "X-Amz-Content-SHA256": STREAMING,
     "X-Amz-Decoded-Content-Length": str(size),
@@ -125,7 +128,12 @@ else:
     connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, context=context)
 # A proxy speaks plain HTTP until CONNECT; http.client wraps TLS only after the tunnel is up.
 target = parts.path + ("?" + parts.query if parts.query else "")
-connection.request("PUT", target or "/", body=body(), headers=dict(request.headers.items()))
+headers = dict(request.headers.items())
+if second_coding:
+    # Two fields (another key spelling: http.client sends both), signed as one.
+    headers["Content-Encoding"] = "aws-chunked"
+    headers["content-encoding"] = "gzip"
+connection.request("PUT", target or "/", body=body(), headers=headers)
 response = connection.getresponse()
 print(response.status)
 print(response.read().decode(errors="replace"))

@@ -337,6 +337,8 @@ head -c 300000 /dev/zero > zeros.bin
 # A signed trailer whose checksum changed after it was signed, and one the head did not announce.
 "$VENV/bin/python" "{chunked}" --tamper-trailer "https://{S3}:{port}/sluice-test/tampered-trailer.bin" zeros.bin eu-west-1 s3 2>&1
 "$VENV/bin/python" "{chunked}" --unannounced "https://{S3}:{port}/sluice-test/tampered-unannounced.bin" zeros.bin eu-west-1 s3 2>&1
+# Two Content-Encoding fields, signed as SigV4 joins them: refused, not read by the first.
+"$VENV/bin/python" "{chunked}" --second-coding "https://{S3}:{port}/sluice-test/two-codings.bin" zeros.bin eu-west-1 s3 2>&1
 # A placeholder in an upload's data: never swapped there, refused.
 echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
 "$aws" --endpoint-url "https://{S3}:{port}" s3 cp leak.txt s3://sluice-test/leak.txt 2>&1 | tail -1
@@ -390,6 +392,12 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
         assert!(out.stdout.contains(why), "{why}: {}", out.stdout);
     }
     assert!(out.stdout.contains("403"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("more than one content-encoding field; send it once"),
+        "{}",
+        out.stdout
+    );
     assert_nowhere_a_real_part(&out);
 }
 

@@ -338,6 +338,20 @@ fn unframe(
     verified: &Verified,
     keys: &Keys,
 ) -> Result<(Unchunk, Chunked), Refusal> {
+    // Each of these read once, so each must be there once: two fields would be read one
+    // way here and another by the upstream (and the real key would sign other headers
+    // than the placeholder key's).
+    for name in [
+        http::header::CONTENT_ENCODING.as_str(),
+        "x-amz-decoded-content-length",
+        "x-amz-trailer",
+    ] {
+        if parts.headers.get_all(name).iter().count() > 1 {
+            return Err(Refusal::bad_request(format!(
+                "an aws-chunked upload has more than one {name} field; send it once"
+            )));
+        }
+    }
     let content_encoding = parts.headers.remove(http::header::CONTENT_ENCODING);
     if let Some(value) = &content_encoding {
         let codings: Vec<String> = value
@@ -357,10 +371,10 @@ fn unframe(
     let declared = parts
         .headers
         .get("x-amz-decoded-content-length")
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .and_then(|v| digits(v.as_bytes()))
         .ok_or_else(|| {
             Refusal::bad_request(
-                "an aws-chunked body needs x-amz-decoded-content-length: the length of its data",
+                "an aws-chunked body needs x-amz-decoded-content-length: the length of its data, in digits",
             )
         })?;
     let content_length = parts.headers.remove(CONTENT_LENGTH);
@@ -394,6 +408,15 @@ fn unframe(
             content_length,
         },
     ))
+}
+
+/// A length written as plain decimal digits (no sign, no space), as every reader of it
+/// agrees: `+5` parses in Rust and not elsewhere.
+fn digits(text: &[u8]) -> Option<u64> {
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(text).ok()?.parse().ok()
 }
 
 impl Pending {
@@ -531,4 +554,26 @@ async fn read_whole(mut body: Body, parts: &Parts, limits: &Limits) -> Result<By
     tokio::time::timeout(timeout, read)
         .await
         .map_err(|_| Refusal::body_timeout(timeout))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digits;
+
+    #[test]
+    fn a_decoded_length_is_plain_digits_only() {
+        assert_eq!(digits(b"300000"), Some(300_000));
+        assert_eq!(digits(b"0"), Some(0));
+        for bad in [
+            &b""[..],
+            b"+5",
+            b"-5",
+            b" 5",
+            b"5 ",
+            b"0x10",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(digits(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
 }
