@@ -1,7 +1,7 @@
 """PUT a file as a signed aws-chunked stream (x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD), or
 with a signed trailer (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER), written after AWS's documentation.
 
-Usage: aws_chunked_client.py [--tamper] [--trailer] [--tamper-trailer] [--unannounced] [--second-coding] URL FILE [REGION [SERVICE]]
+Usage: aws_chunked_client.py [--tamper] [--trailer] [--tamper-trailer] [--unannounced] [--second-coding] [--key-in-trailer] URL FILE [REGION [SERVICE]]
 
 Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN. REGION
 and SERVICE default to what an amazonaws.com host names (s3.eu-west-1.amazonaws.com), else to
@@ -13,7 +13,8 @@ x-amz-checksum-crc32` and sends the data's CRC32 after the last chunk, signed on
 (`AWS4-HMAC-SHA256-TRAILER`); --tamper-trailer changes that checksum after signing it;
 --unannounced announces x-amz-checksum-sha256 and sends (and signs) the CRC32 anyway;
 --second-coding sends `Content-Encoding: aws-chunked` and `Content-Encoding: gzip` as two fields,
-signed as SigV4 joins them (`aws-chunked,gzip`). Prints
+signed as SigV4 joins them (`aws-chunked,gzip`); --key-in-trailer announces and signs a second
+trailer, `x-amz-meta-note:` holding AWS_ACCESS_KEY_ID. Prints
 the status and the response body, and exits 0 on a 2xx.
 """
 import base64
@@ -36,8 +37,8 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 args = sys.argv[1:]
 tamper, tamper_trailer, unannounced = "--tamper" in args, "--tamper-trailer" in args, "--unannounced" in args
-second_coding = "--second-coding" in args
-trailer = "--trailer" in args or tamper_trailer or unannounced
+second_coding, key_in_trailer = "--second-coding" in args, "--key-in-trailer" in args
+trailer = "--trailer" in args or tamper_trailer or unannounced or key_in_trailer
 args = [a for a in args if not a.startswith("--")]
 if trailer:
     STREAMING += "-TRAILER"
@@ -64,8 +65,12 @@ with open(path, "rb") as f:
         crc = zlib.crc32(block, crc)
 checksum = base64.b64encode(crc.to_bytes(4, "big")).decode()
 trailer_line = "x-amz-checksum-crc32:" + checksum
+if key_in_trailer:
+    trailer_line += "\nx-amz-meta-note:" + os.environ["AWS_ACCESS_KEY_ID"]
 # The last chunk's line, then (with a trailer) the trailer, its signature and the empty line.
-trailer_length = len(trailer_line) + 2 + len("x-amz-trailer-signature:") + 64 + 2 if trailer else 0
+# Signed as `name:value\n` lines; sent as CRLF lines.
+trailer_wire = trailer_line.replace("\n", "\r\n")
+trailer_length = len(trailer_wire) + 2 + len("x-amz-trailer-signature:") + 64 + 2 if trailer else 0
 
 
 class Signer(S3SigV4Auth if service == "s3" else SigV4Auth):
@@ -83,7 +88,9 @@ request = AWSRequest(method="PUT", url=url, headers={
     "Content-Length": str(sum(frame_length(s) for s in sizes) + trailer_length),
     "X-Amz-Content-SHA256": STREAMING,
     "X-Amz-Decoded-Content-Length": str(size),
-    **({"X-Amz-Trailer": "x-amz-checksum-sha256" if unannounced else "x-amz-checksum-crc32"} if trailer else {}),
+    **({"X-Amz-Trailer": "x-amz-checksum-sha256" if unannounced
+        else "x-amz-checksum-crc32,x-amz-meta-note" if key_in_trailer
+        else "x-amz-checksum-crc32"} if trailer else {}),
 })
 signer.add_auth(request)
 seed = request.headers["Authorization"].rpartition("Signature=")[2]
@@ -108,7 +115,7 @@ def body():
             signature = signer.signature("\n".join([
                 "AWS4-HMAC-SHA256-TRAILER", request.context["timestamp"], signer.credential_scope(request),
                 previous, hashlib.sha256((trailer_line + "\n").encode()).hexdigest()]), request)
-            sent = trailer_line if not tamper_trailer else "x-amz-checksum-crc32:AAAAAA=="
+            sent = trailer_wire if not tamper_trailer else "x-amz-checksum-crc32:AAAAAA=="
             yield b"0;chunk-signature=%s\r\n%s\r\nx-amz-trailer-signature:%s\r\n\r\n" % (
                 previous.encode(), sent.encode(), signature.encode())
 

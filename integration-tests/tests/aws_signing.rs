@@ -337,6 +337,8 @@ head -c 300000 /dev/zero > zeros.bin
 # A signed trailer whose checksum changed after it was signed, and one the head did not announce.
 "$VENV/bin/python" "{chunked}" --tamper-trailer "https://{S3}:{port}/sluice-test/tampered-trailer.bin" zeros.bin eu-west-1 s3 2>&1
 "$VENV/bin/python" "{chunked}" --unannounced "https://{S3}:{port}/sluice-test/tampered-unannounced.bin" zeros.bin eu-west-1 s3 2>&1
+# A placeholder in a signed trailer: never swapped there, refused.
+"$VENV/bin/python" "{chunked}" --key-in-trailer "https://{S3}:{port}/sluice-test/tampered-key-in-trailer.bin" zeros.bin eu-west-1 s3 2>&1
 # Two Content-Encoding fields, signed as SigV4 joins them: refused, not read by the first.
 "$VENV/bin/python" "{chunked}" --second-coding "https://{S3}:{port}/sluice-test/two-codings.bin" zeros.bin eu-west-1 s3 2>&1
 # A placeholder in an upload's data: never swapped there, refused.
@@ -376,6 +378,12 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
     assert!(has("signature-invalid"), "{}", out.audit);
     assert!(has("signing-not-granted"), "{}", out.audit);
     assert!(has("placeholder-not-granted"), "{}", out.audit);
+    assert!(
+        refusals.iter().any(|l| l.contains("key-in-trailer")
+            && l.contains("\"reason\":\"placeholder-not-granted\"")),
+        "the placeholder in a trailer: {}",
+        out.audit
+    );
     let signature_refusals = refusals
         .iter()
         .filter(|l| l.contains("signature-invalid"))

@@ -3,6 +3,10 @@
 //! then framed again on the way out with a signature by the real key on every chunk, and
 //! on the trailers where they are signed ([`Rechunk`]).
 //!
+//! The trailers after the last chunk go to the scan too, as HTTP trailers: a placeholder
+//! or a known value in one is refused like anywhere else (they are signed, so never
+//! swapped), and the way out writes them as the client did.
+//!
 //! Streamed, never read whole: a signed chunk is held until its signature by the
 //! placeholder key is checked (nothing of it reaches the scanner or the real key before),
 //! and each chunk goes out as soon as the scanner has released all of it. The chunks go out
@@ -73,6 +77,9 @@ pub(crate) enum ChunkedError {
     /// The trailers are not the ones `x-amz-trailer` announced.
     #[error("the aws-chunked trailers are not the ones x-amz-trailer announces")]
     Unannounced,
+    /// A trailer is not a header field (`name:value`).
+    #[error("an aws-chunked trailer is not a header field (name:value)")]
+    TrailerField,
     /// The data's length is not `x-amz-decoded-content-length`.
     #[error(
         "the aws-chunked body holds {found} bytes of data, not the {declared} its x-amz-decoded-content-length says"

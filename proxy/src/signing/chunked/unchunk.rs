@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use sluice_sign::aws_sigv4::chunked::{
@@ -116,6 +117,28 @@ impl<B> Unchunk<B> {
         Ok(())
     }
 
+    /// The trailers that came after the last chunk, as header fields for the scan, once
+    /// checked against `x-amz-trailer` (signed ones were at their signature; unsigned ones
+    /// are here); `None` for a body without trailers.
+    fn trailers(&self) -> Result<Option<HeaderMap>, ChunkedError> {
+        let lines = lock(&self.framing).trailers.clone();
+        if lines.is_empty() && self.announced.is_none() {
+            return Ok(None);
+        }
+        announced_trailers(self.announced.as_deref(), &lines)
+            .map_err(|_| ChunkedError::Unannounced)?;
+        let mut fields = HeaderMap::with_capacity(lines.len());
+        for line in &lines {
+            let (name, value) = line.split_once(':').ok_or(ChunkedError::TrailerField)?;
+            let name = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| ChunkedError::TrailerField)?;
+            let value =
+                HeaderValue::from_str(value.trim()).map_err(|_| ChunkedError::TrailerField)?;
+            fields.append(name, value);
+        }
+        Ok(Some(fields))
+    }
+
     /// A framing error, named for the kind of body it broke.
     fn framing_error(&self, error: sluice_sign::aws_sigv4::chunked::ChunkError) -> ChunkedError {
         if self.chain.is_some() {
@@ -172,10 +195,17 @@ where
                         Ok(()) if found != declared => {
                             Err(ChunkedError::DecodedLength { declared, found })
                         }
-                        Ok(()) => Ok(()),
+                        Ok(()) => this.trailers(),
                     };
-                    if let Err(error) = end {
-                        return Poll::Ready(Some(Err(Box::new(error))));
+                    match end {
+                        Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
+                        // The trailers go on to the scan as HTTP trailers, which it weighs
+                        // like any (a placeholder or a known value in one is refused); the
+                        // way out writes them as they came.
+                        Ok(Some(trailers)) => {
+                            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                        }
+                        Ok(None) => {}
                     }
                 }
             }
