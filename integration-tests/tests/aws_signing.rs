@@ -403,8 +403,9 @@ echo "key=$AWS_ACCESS_KEY_ID" > leak.txt
     // (Refused at its head: the client, still writing its body, may see the connection
     // close before it reads the answer, so the audit log says it.)
     assert!(
-        refusals.iter().any(|l| l.contains("two-codings.bin")
-            && l.contains("\"reason\":\"bad-request\"")),
+        refusals
+            .iter()
+            .any(|l| l.contains("two-codings.bin") && l.contains("\"reason\":\"bad-request\"")),
         "two Content-Encoding fields: {}",
         out.audit
     );

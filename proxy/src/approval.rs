@@ -14,7 +14,7 @@
 //! - Grow without bound: beyond `max_pending` uses waiting, a new one is refused at once.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -50,9 +50,10 @@ impl Ask {
         )
     }
 
-    /// What a decision for the run covers: this secret, toward this host, with this method.
-    fn standing_key(&self) -> (String, String, String) {
-        (self.secret.clone(), self.host.clone(), self.method.clone())
+    /// Whether a decision for the run on `other` covers this use: the same secret, toward
+    /// the same host, with the same method.
+    fn covered_by(&self, other: &Ask) -> bool {
+        self.secret == other.secret && self.host == other.host && self.method == other.method
     }
 }
 
@@ -165,7 +166,6 @@ struct Waiting {
 struct State {
     next_id: u64,
     waiting: BTreeMap<u64, Waiting>,
-    standing: HashMap<(String, String, String), Decision>,
 }
 
 impl State {
@@ -182,9 +182,15 @@ impl State {
     }
 }
 
+/// Decisions for the run: by secret, then each host and method decided.
+type Standing = HashMap<String, Vec<(String, String, Decision)>>;
+
 /// The run's approvals.
 pub(crate) struct Approvals {
     state: Mutex<State>,
+    /// Read on every use of an approving secret, written once per `run` decision: apart
+    /// from what waits, so that a use a decision answers takes no lock a waiter holds.
+    standing: RwLock<Standing>,
     timeout: Duration,
     max_pending: usize,
 }
@@ -194,6 +200,7 @@ impl Approvals {
     pub(crate) fn new(timeout: Duration, max_pending: usize) -> Self {
         Self {
             state: Mutex::default(),
+            standing: RwLock::default(),
             timeout,
             max_pending,
         }
@@ -208,12 +215,24 @@ impl Approvals {
         self.timeout
     }
 
+    /// The decision standing for the run on `secret` toward `host` with `method`, if one
+    /// was made: what answers such a use at once, with no copy and no wait.
+    pub(crate) fn standing(&self, secret: &str, host: &str, method: &str) -> Option<Decision> {
+        let standing = self.standing.read().unwrap_or_else(PoisonError::into_inner);
+        standing
+            .get(secret)?
+            .iter()
+            .find(|(h, m, _)| h == host && m == method)
+            .map(|&(_, _, decision)| decision)
+    }
+
     /// Waits for a decision on `ask`: at once when one stands for its secret, host and
     /// method; else on the decision for an identical use already waiting, or as a new one.
     pub(crate) async fn wait(&self, ask: Ask) -> Waited {
         let mut verdict = {
             let mut state = self.state();
-            if let Some(&decision) = state.standing.get(&ask.standing_key()) {
+            // Under the lock `decide` writes a run decision under, so none is missed.
+            if let Some(decision) = self.standing(&ask.secret, &ask.host, &ask.method) {
                 return Waited::Decided(Verdict {
                     decision,
                     scope: Scope::Run,
@@ -289,12 +308,19 @@ impl Approvals {
         let waiting = state.waiting.remove(&id).ok_or(DecideError::NotWaiting)?;
         let mut also = 0;
         if verdict.scope == Scope::Run {
-            let key = waiting.ask.standing_key();
-            state.standing.insert(key.clone(), verdict.decision);
+            let ask = &waiting.ask;
+            let mut standing = self
+                .standing
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let decided = standing.entry(ask.secret.clone()).or_default();
+            decided.retain(|(h, m, _)| !(*h == ask.host && *m == ask.method));
+            decided.push((ask.host.clone(), ask.method.clone(), verdict.decision));
+            drop(standing);
             let covered: Vec<u64> = state
                 .waiting
                 .iter()
-                .filter(|(_, w)| w.ask.standing_key() == key)
+                .filter(|(_, w)| w.ask.covered_by(ask))
                 .map(|(&id, _)| id)
                 .collect();
             for other in covered {

@@ -24,7 +24,7 @@ use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
 use sluice_guard::SecretId;
 
-use crate::approval::{Ask, Decision, Waited};
+use crate::approval::{Ask, Decision, Scope, Waited};
 use crate::body::{self, Body};
 use crate::forward::budget::BodySwaps;
 use crate::generation::shared::Shared;
@@ -63,21 +63,26 @@ pub(crate) async fn hold(
         BodySwaps::Known(ids) => (ids, true),
         BodySwaps::Streaming(ids) => (ids, false),
     };
-    let mut waiting: Vec<&str> = the_use
-        .head
-        .iter()
-        .chain(in_body)
-        .map(|&id| shared.guard.name(id))
-        .filter(|name| {
-            shared
-                .policy
-                .secrets()
-                .iter()
-                .any(|s| s.name() == *name && s.needs_approval(method))
-        })
-        .collect();
-    waiting.sort_unstable();
-    waiting.dedup();
+    let mut waiting: Vec<&str> = Vec::new();
+    for &id in the_use.head.iter().chain(in_body) {
+        let secret = shared.guard.name(id);
+        let approving = shared
+            .policy
+            .secret_index(secret)
+            .is_some_and(|i| shared.policy.secrets()[i].needs_approval(method));
+        if !approving || waiting.contains(&secret) {
+            continue;
+        }
+        // A decision standing for the run answers at once: nothing described, no wait.
+        match shared.approvals.standing(secret, the_use.host, method) {
+            Some(Decision::Allow) => shared.counters.approval("allowed"),
+            Some(Decision::Deny) => {
+                shared.counters.approval("denied");
+                return Err(Refusal::approval_denied(secret, the_use.host, Scope::Run));
+            }
+            None => waiting.push(secret),
+        }
+    }
     if waiting.is_empty() {
         return Ok(body);
     }
@@ -101,7 +106,9 @@ pub(crate) async fn hold(
         });
         match waited {
             Waited::Decided(v) if v.decision == Decision::Allow => {}
-            Waited::Decided(v) => return Err(Refusal::approval_denied(secret, the_use.host, &v)),
+            Waited::Decided(v) => {
+                return Err(Refusal::approval_denied(secret, the_use.host, v.scope));
+            }
             Waited::TimedOut => {
                 let timeout = shared.approvals.timeout();
                 return Err(Refusal::approval_timeout(secret, the_use.host, timeout));

@@ -430,12 +430,8 @@ impl Refusal {
     }
 
     /// `403`: the use of `secret` toward `host` waited for approval and was denied.
-    pub(crate) fn approval_denied(
-        secret: &str,
-        host: &str,
-        verdict: &crate::approval::Verdict,
-    ) -> Self {
-        let scope = match verdict.scope {
+    pub(crate) fn approval_denied(secret: &str, host: &str, scope: crate::approval::Scope) -> Self {
+        let scope = match scope {
             crate::approval::Scope::Once => "this request",
             crate::approval::Scope::Run => "this secret, host and method for the rest of the run",
         };
