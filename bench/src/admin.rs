@@ -1,4 +1,5 @@
-//! sluice's admin endpoint as a scraper reaches it: `/metrics`, once or every interval.
+//! sluice's admin endpoint as a scraper reaches it (`/metrics`, once or every interval),
+//! and as an approver does (`/v1/approvals`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -6,7 +7,7 @@ use std::time::Duration;
 use base64::Engine;
 use bytes::Bytes;
 use http::{HeaderValue, Request};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -77,7 +78,24 @@ impl Admin {
 
     /// One scrape, on a connection of its own, as Prometheus makes them: the page.
     pub(crate) async fn scrape(&self) -> Result<String, BenchError> {
-        let failed = |e: String| BenchError::peer("scraper", e);
+        let (status, page) = self.request(http::Method::GET, "/metrics", "").await?;
+        if !status.is_success() || !page.starts_with("# HELP") {
+            return Err(BenchError::peer(
+                "scraper",
+                format!("/metrics answered {status}"),
+            ));
+        }
+        Ok(page)
+    }
+
+    /// One request on a connection of its own: the status and the answer as text.
+    pub(crate) async fn request(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: &str,
+    ) -> Result<(http::StatusCode, String), BenchError> {
+        let failed = |e: String| BenchError::peer("admin endpoint", e);
         let tcp = TcpStream::connect(self.addr)
             .await
             .map_err(|e| failed(e.to_string()))?;
@@ -85,25 +103,24 @@ impl Admin {
             .await
             .map_err(|e| failed(e.to_string()))?;
         tokio::spawn(conn);
-        let request = Request::get("/metrics")
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
             .header("host", self.addr.to_string())
             .header("authorization", self.authorization.clone())
-            .body(Empty::<Bytes>::new())
+            .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
             .map_err(|e| failed(e.to_string()))?;
         let response = send
             .send_request(request)
             .await
             .map_err(|e| failed(e.to_string()))?;
         let status = response.status();
-        let page = response
+        let text = response
             .into_body()
             .collect()
             .await
             .map_err(|e| failed(e.to_string()))?
             .to_bytes();
-        if !status.is_success() || !page.starts_with(b"# HELP") {
-            return Err(failed(format!("/metrics answered {status}")));
-        }
-        Ok(String::from_utf8_lossy(&page).into_owned())
+        Ok((status, String::from_utf8_lossy(&text).into_owned()))
     }
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 mod admin;
+mod approvals;
 mod audit_report;
 mod child;
 mod error;
@@ -33,6 +34,7 @@ mod listen;
 mod load;
 mod minted;
 mod operations;
+mod pair;
 mod pki;
 mod report;
 mod signing;
@@ -96,6 +98,9 @@ enum Role {
     /// What chaining to an egress proxy costs: small GETs through sluice → Squid against
     /// sluice direct (requests/s, latency, sluice's and Squid's CPU per request).
     UpstreamProxy(upstream_proxy::UpstreamProxyArgs),
+    /// What a decision standing for the run costs (`approve:`): small GETs through a sluice
+    /// whose secret waits for approval, allowed for the run, against one without.
+    Approvals(approvals::ApprovalsArgs),
     /// A soak: sluice under mixed load and upstream faults for `--secs`, checking that it
     /// never panics or leaks the secret and that its memory and descriptors stay flat.
     Soak(soak::SoakArgs),
@@ -245,6 +250,7 @@ fn main() -> ExitCode {
         Some(Role::Minted(args)) => minted::run(args),
         Some(Role::WebSocket(args)) => websocket::run(args),
         Some(Role::UpstreamProxy(args)) => upstream_proxy::run(args),
+        Some(Role::Approvals(args)) => approvals::run(args),
         None => run(&cli.run),
     };
     result.unwrap_or_else(|error| {

@@ -9,21 +9,18 @@
 //! on this machine. Squid shares the two cores with everything else, so its CPU is part of
 //! what the chained figures pay for.
 
-use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use http::HeaderValue;
 
 use sluice_integration_tests::squid::{Squid, SquidConfig};
 
 use crate::child;
 use crate::error::BenchError;
-use crate::harness::{basic_auth, read_trimmed, stand_in_value};
-use crate::load::{self, ProxyAccess, Route};
-use crate::pki::{ClientTls, Proto, UPSTREAM_HOST};
+use crate::harness::stand_in_value;
+use crate::pair::{Gets, Peer, median};
+use crate::pki::UPSTREAM_HOST;
 use crate::upstream::TOKEN_VAR;
 
 /// What `sluice-bench upstream-proxy` takes.
@@ -38,17 +35,6 @@ pub(crate) struct UpstreamProxyArgs {
     /// A quick check that the benchmark works (short phases, one round).
     #[arg(long)]
     smoke: bool,
-}
-
-/// One route's figures for one round.
-#[derive(Debug, Clone, Copy, Default)]
-struct Gets {
-    requests_per_s: f64,
-    median_ms: f64,
-    p99_ms: f64,
-    sluice_cpu_us: f64,
-    squid_cpu_us: f64,
-    errors: u64,
 }
 
 /// Runs the benchmark and prints the report; exit 1 when a route answered nothing.
@@ -78,7 +64,7 @@ fn render(direct: Gets, chained: Gets) -> String {
     let row = |name: &str, g: Gets| {
         format!(
             "| {name} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {} |\n",
-            g.requests_per_s, g.median_ms, g.p99_ms, g.sluice_cpu_us, g.squid_cpu_us, g.errors
+            g.requests_per_s, g.median_ms, g.p99_ms, g.sluice_cpu_us, g.helper_cpu_us, g.errors
         )
     };
     format!(
@@ -91,7 +77,7 @@ fn render(direct: Gets, chained: Gets) -> String {
         row("sluice → Squid → upstream", chained),
         chained.requests_per_s / direct.requests_per_s.max(1e-9),
         chained.sluice_cpu_us - direct.sluice_cpu_us,
-        chained.squid_cpu_us,
+        chained.helper_cpu_us,
     )
 }
 
@@ -124,20 +110,19 @@ async fn measure(rounds: usize, phase: Duration) -> Result<(Gets, Gets), BenchEr
         denied: None,
     });
     let tunnels = || squid.access_log().lines().count();
-    let direct = Peer::start(&exe, &dir.join("direct"), &value, &upstream, None).await?;
-    let chained = Peer::start(
-        &exe,
-        &dir.join("chained"),
-        &value,
-        &upstream,
-        Some(squid.port()),
-    )
+    let direct = Peer::start(&exe, &dir.join("direct"), &value, &upstream, |_| {}).await?;
+    let port = squid.port();
+    let chained = Peer::start(&exe, &dir.join("chained"), &value, &upstream, |sluice| {
+        sluice
+            .arg("--upstream-proxy")
+            .arg(format!("http://127.0.0.1:{port}"));
+    })
     .await?;
     let (mut directs, mut chaineds) = (Vec::new(), Vec::new());
     let mut failure = None;
     'rounds: for _ in 0..rounds {
         for (peer, figures) in [(&direct, &mut directs), (&chained, &mut chaineds)] {
-            match peer.round(squid.pid(), phase).await {
+            match peer.round(Some(squid.pid()), phase).await {
                 Ok(gets) => figures.push(gets),
                 Err(e) => {
                     failure = Some(e);
@@ -165,89 +150,4 @@ async fn measure(rounds: usize, phase: Duration) -> Result<(Gets, Gets), BenchEr
         ));
     }
     Ok((median(&mut directs), median(&mut chaineds)))
-}
-
-/// One sluice and the route a client takes through it.
-struct Peer {
-    sluice: child::Spawned,
-    route: Arc<Route>,
-}
-
-impl Peer {
-    async fn start(
-        exe: &Path,
-        dir: &Path,
-        value: &str,
-        upstream: &child::Spawned,
-        squid_port: Option<u16>,
-    ) -> Result<Peer, BenchError> {
-        std::fs::create_dir_all(dir).map_err(BenchError::file(dir))?;
-        let upstream_ca = dir
-            .parent()
-            .map(|parent| parent.join("upstream-ca.pem"))
-            .unwrap_or_default();
-        std::fs::copy(&upstream_ca, dir.join("upstream-ca.pem"))
-            .map_err(BenchError::file(&upstream_ca))?;
-        let sluice = crate::sluice_peer::spawn(exe, dir, value, |sluice| {
-            if let Some(port) = squid_port {
-                sluice
-                    .arg("--upstream-proxy")
-                    .arg(format!("http://127.0.0.1:{port}"));
-            }
-        })
-        .await?;
-        let read = |name: &str| read_trimmed(dir, name);
-        let route = Arc::new(Route {
-            proxy: Some(ProxyAccess {
-                addr: sluice.addr(),
-                authorization: read("proxy-url").ok().map(|url| basic_auth(&url)),
-            }),
-            tls: ClientTls::trusting(&dir.join("ca.pem"))?,
-            upstream: upstream.addr(),
-            authorization: HeaderValue::from_str(&format!("Bearer {}", read("placeholder")?))
-                .map_err(|e| BenchError::peer("sluice", e))?,
-            headers: Vec::new(),
-        });
-        Ok(Peer { sluice, route })
-    }
-
-    /// One phase of small GETs, with sluice's and Squid's CPU over it.
-    async fn round(&self, squid_pid: u32, phase: Duration) -> Result<Gets, BenchError> {
-        let pid = self
-            .sluice
-            .pid()
-            .ok_or_else(|| BenchError::peer("sluice", "no process id"))?;
-        let ticks = child::clock_ticks_per_second() as f64;
-        let cpu = |pid| child::cpu_ticks(pid).unwrap_or(0) as f64 / ticks;
-        let (sluice_before, squid_before) = (cpu(pid), cpu(squid_pid));
-        let tally = load::small(self.route.clone(), Proto::H1, 16, 1, phase).await;
-        let (sluice_spent, squid_spent) = (cpu(pid) - sluice_before, cpu(squid_pid) - squid_before);
-        if tally.latencies_ns.is_empty() {
-            return Err(BenchError::peer(
-                "sluice",
-                format!(
-                    "no request answered: {}; sluice: {}",
-                    tally.first_error.unwrap_or_default(),
-                    self.sluice.stderr_tail()
-                ),
-            ));
-        }
-        let mut latencies = tally.latencies_ns.clone();
-        latencies.sort_unstable();
-        let requests = latencies.len() as f64;
-        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize] as f64 / 1e6;
-        Ok(Gets {
-            requests_per_s: requests / tally.elapsed.as_secs_f64().max(1e-9),
-            median_ms: at(0.5),
-            p99_ms: at(0.99),
-            sluice_cpu_us: sluice_spent * 1e6 / requests,
-            squid_cpu_us: squid_spent * 1e6 / requests,
-            errors: tally.errors,
-        })
-    }
-}
-
-fn median(rounds: &mut [Gets]) -> Gets {
-    rounds.sort_by(|a, b| a.requests_per_s.total_cmp(&b.requests_per_s));
-    rounds[rounds.len() / 2]
 }

@@ -41,9 +41,14 @@ struct World {
 
 impl World {
     async fn new(timeout: &str) -> World {
+        World::with_args(timeout, &[]).await
+    }
+
+    async fn with_args(timeout: &str, extra: &[&str]) -> World {
         let pki = TestPki::new();
         let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
-        let args = ["--admin", "127.0.0.1:0", "--approval-timeout", timeout];
+        let mut args = vec!["--admin", "127.0.0.1:0", "--approval-timeout", timeout];
+        args.extend_from_slice(extra);
         let serve = ServeBinary::start(YAML, &pki, &["api.test"], &args);
         let proxy = serve.proxy();
         let placeholder = serve.placeholder("PROD");
@@ -414,6 +419,101 @@ async fn sluice_approve_decides_from_a_terminal_one_key_per_decision() {
         .expect("an approve event");
     assert!(approve.contains("\"channel\":\"terminal\""), "{approve}");
     assert!(approve.contains("\"scope\":\"run\""), "{approve}");
+}
+
+/// An operator's approval service, as `--approval-webhook` calls it: it records what it is
+/// sent, and answers by the waiting request's path: `/later` 202 (left to the other
+/// channels), `/deny` a denial, anything else an allowance for the run.
+async fn webhook() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use http_body_util::BodyExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/decide", listener.local_addr().unwrap());
+    let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |request: http::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            assert_eq!(request.uri().path(), "/decide");
+                            let body = request.into_body().collect().await.unwrap().to_bytes();
+                            let ask: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                            let path = ask["path"].as_str().unwrap_or_default().to_owned();
+                            seen.lock().unwrap().push(ask);
+                            let (status, answer) = match path.as_str() {
+                                "/later" => (202, ""),
+                                "/deny" => (200, r#"{"decision": "deny"}"#),
+                                _ => (200, r#"{"decision": "allow", "scope": "run"}"#),
+                            };
+                            Ok::<_, std::convert::Infallible>(
+                                http::Response::builder()
+                                    .status(status)
+                                    .body(Full::new(Bytes::from_static(answer.as_bytes())))
+                                    .unwrap(),
+                            )
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    (url, calls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_decides_or_leaves_the_decision_to_the_other_channels() {
+    let (url, calls) = webhook().await;
+    let world = World::with_args("30s", &["--approval-webhook", &url]).await;
+    // 202: the use goes on waiting, and the admin API decides it.
+    let held = world.send("POST", "/later", "{}");
+    let pending = world.await_pending(1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while calls.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the webhook was never called");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!held.is_finished());
+    world.decide(&pending[0]["id"], r#"{"decision": "allow"}"#);
+    assert_eq!(held.await.unwrap().0, 200);
+    // Denied by the webhook.
+    let (status, code, _) = world.send("DELETE", "/deny", "").await.unwrap();
+    assert_eq!((status, code.as_str()), (403, "approval-denied"));
+    // Allowed for the run by the webhook: the next POST is not even asked about.
+    assert_eq!(world.send("POST", "/now", "{}").await.unwrap().0, 200);
+    assert_eq!(world.send("POST", "/again", "{}").await.unwrap().0, 200);
+    let calls = calls.lock().unwrap().clone();
+    let paths: Vec<&str> = calls.iter().map(|c| c["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/later", "/deny", "/now"]);
+    assert_eq!(calls[0]["secret"], "prod");
+    assert_eq!(calls[0]["method"], "POST");
+    assert_eq!(calls[0]["body_bytes"], 2);
+    assert!(calls[0]["id"].as_u64().is_some());
+    assert!(!serde_json::to_string(&calls).unwrap().contains(VALUE));
+    let audit = world.audit();
+    let channels: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"approve\""))
+        .map(|l| {
+            if l.contains("\"channel\":\"webhook\"") {
+                "webhook"
+            } else {
+                "admin-api"
+            }
+        })
+        .collect();
+    assert_eq!(channels, ["admin-api", "webhook", "webhook"], "{audit}");
 }
 
 /// Decisions are made on the admin endpoint: `serve` without `--admin` refuses to start

@@ -193,6 +193,8 @@ pub(crate) struct Approvals {
     standing: RwLock<Standing>,
     timeout: Duration,
     max_pending: usize,
+    /// Told of each use that starts waiting (the webhook), outside the lock.
+    announce: std::sync::OnceLock<Box<dyn Fn(Listed) + Send + Sync>>,
 }
 
 impl Approvals {
@@ -203,11 +205,17 @@ impl Approvals {
             standing: RwLock::default(),
             timeout,
             max_pending,
+            announce: std::sync::OnceLock::new(),
         }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Calls `announce` with each use that starts waiting from now on (set once).
+    pub(crate) fn on_arrival(&self, announce: Box<dyn Fn(Listed) + Send + Sync>) {
+        let _ = self.announce.set(announce);
     }
 
     /// How long a use waits at most.
@@ -229,6 +237,7 @@ impl Approvals {
     /// Waits for a decision on `ask`: at once when one stands for its secret, host and
     /// method; else on the decision for an identical use already waiting, or as a new one.
     pub(crate) async fn wait(&self, ask: Ask) -> Waited {
+        let mut arrived = None;
         let mut verdict = {
             let mut state = self.state();
             // Under the lock `decide` writes a run decision under, so none is missed.
@@ -254,6 +263,13 @@ impl Approvals {
                     let (sender, verdict) = watch::channel(None);
                     state.next_id += 1;
                     let id = state.next_id;
+                    if self.announce.get().is_some() {
+                        arrived = Some(Listed {
+                            id,
+                            ask: ask.clone(),
+                            waited_secs: 0.0,
+                        });
+                    }
                     state.waiting.insert(
                         id,
                         Waiting {
@@ -267,6 +283,9 @@ impl Approvals {
                 }
             }
         };
+        if let (Some(listed), Some(announce)) = (arrived, self.announce.get()) {
+            announce(listed);
+        }
         let decided = tokio::time::timeout(self.timeout, verdict.wait_for(Option::is_some))
             .await
             .ok()

@@ -111,6 +111,8 @@ pub struct ProxyConfig {
     /// The organisation's egress proxy: every upstream connection to a host outside its
     /// `NO_PROXY` goes through it (`CONNECT`, then TLS to the origin end to end).
     pub upstream_proxy: Option<crate::upstream::via::UpstreamProxy>,
+    /// Where each use that starts waiting for approval is POSTed (`--approval-webhook`).
+    pub approval_webhook: Option<crate::ops::webhook::Webhook>,
     /// What a reloaded declaration may not ask for, given how the proxy was started (a
     /// launcher's command already holds its environment): `Err` refuses the reload with its
     /// words. None: every declaration `check` passes is put in force.
@@ -150,6 +152,7 @@ impl ProxyConfig {
             start_settings: std::collections::BTreeMap::new(),
             reload_gate: None,
             upstream_proxy: None,
+            approval_webhook: None,
             listener: None,
             transparent: None,
             dns: None,

@@ -88,6 +88,7 @@ mod testing;
 pub use config::{Limits, ProxyConfig, ReloadGate, default_workers};
 
 pub use ops::admin::USER as ADMIN_USER;
+pub use ops::webhook::Webhook;
 pub use server::{GuardInForce, Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;
 pub use upstream::via::{UpstreamProxy, UpstreamProxyError};

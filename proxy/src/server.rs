@@ -246,6 +246,9 @@ pub async fn start(mut config: ProxyConfig) -> Result<Proxy, StartError> {
     drop(declared);
     tracing::info!(%addr, run_id, "sluice listening; fail-closed: unknown hosts and blocked addresses are refused");
     let control = Arc::new(Control::new(shared.clone(), ca.clone(), metrics.clone()));
+    if let Some(webhook) = config.approval_webhook {
+        crate::ops::webhook::start(&control, webhook);
+    }
     let admin = admin.map(|(listener, addr, credentials)| {
         tokio::spawn(crate::ops::admin::serve(
             listener,

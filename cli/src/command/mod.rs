@@ -190,6 +190,11 @@ pub(crate) struct ProxyArgs {
     /// written to admin-url (0600), never the proxy's and never in the command's environment.
     #[arg(long, value_name = "ADDR")]
     pub(crate) admin: Option<SocketAddr>,
+    /// POST each use that starts waiting for approval (`approve:`) to URL (http://) as
+    /// JSON; an answer {"decision": "allow"|"deny", "scope": "once"|"run"} decides it, 202
+    /// leaves it to `sluice approve` and the admin API.
+    #[arg(long, value_name = "URL", value_parser = sluice_proxy::Webhook::parse)]
+    pub(crate) approval_webhook: Option<sluice_proxy::Webhook>,
     /// Send every upstream connection through this proxy (http://[USER:PASS@]HOST:PORT,
     /// CONNECT then TLS to the origin), or `none` to dial directly. Default: sluice's own
     /// HTTPS_PROXY (https_proxy, HTTP_PROXY, http_proxy) and NO_PROXY.

@@ -45,6 +45,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         policy_path: args.proxy.policy.clone(),
         limits: args.limits.limits(),
         watch_files: args.watch,
+        approval_webhook: args.proxy.approval_webhook.clone(),
         // Uses that wait for approval are decided on the admin endpoint: with `approve:` in
         // the declaration it is on (on loopback, a port of its own) even without --admin.
         admin: args

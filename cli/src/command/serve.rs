@@ -48,6 +48,9 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     config.resolve = args.proxy.pins();
     config.policy_path = Some(args.proxy.policy.clone());
     config.admin = args.proxy.admin;
+    config
+        .approval_webhook
+        .clone_from(&args.proxy.approval_webhook);
     config.upstream_proxy = match args.proxy.upstream_proxy("sluice serve") {
         Ok(proxy) => proxy,
         Err(why) => {

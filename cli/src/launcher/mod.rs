@@ -86,6 +86,8 @@ pub(crate) struct LaunchConfig {
     /// The admin endpoint's address, and the file its URL and credentials go to (`--admin`,
     /// `--admin-url-file`): outside the run's directory, which the command reads.
     pub admin: Option<(SocketAddr, PathBuf)>,
+    /// Where waiting uses are POSTed (`--approval-webhook`).
+    pub approval_webhook: Option<sluice_proxy::Webhook>,
 }
 
 /// Why a launch failed before or around CMD. Names the part; never a value.
@@ -217,6 +219,9 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     proxy_config.limits = config.limits;
     proxy_config.watch_files = config.watch_files;
     proxy_config.admin = config.admin.as_ref().map(|(addr, _)| *addr);
+    proxy_config
+        .approval_webhook
+        .clone_from(&config.approval_webhook);
     // In the jail the helper starts first, with CMD's streams: it makes the sockets the
     // proxy serves inside, then waits for what to run.
     let jailed = if config.jail {

@@ -141,6 +141,11 @@ impl Control {
         self.shared.live.current()
     }
 
+    /// Calls `announce` with each use that starts waiting for approval (the webhook).
+    pub(crate) fn on_arrival(&self, announce: Box<dyn Fn(Listed) + Send + Sync>) {
+        self.shared.approvals.on_arrival(announce);
+    }
+
     /// The uses waiting for approval now, oldest first.
     pub(crate) fn pending_approvals(&self) -> Vec<Listed> {
         self.shared.approvals.list()

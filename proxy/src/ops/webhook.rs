@@ -1,0 +1,206 @@
+//! The approval webhook (`--approval-webhook URL`): each use that starts waiting for
+//! approval is POSTed, as JSON (what `GET /v1/approvals` lists of it), to the operator's
+//! URL; an answer `200` with `{"decision": "allow" | "deny", "scope": "once" | "run"}`
+//! decides it (channel `webhook`, through [`Control::decide`] like every channel), an
+//! answer `202` leaves it to the other channels, and anything else (an error, no answer
+//! within 10 s) is logged and leaves it to them too.
+//!
+//! # What it must never do
+//!
+//! - Send a value: the JSON is the listing's (names, a path with its query values elided,
+//!   a body's size and digest).
+//! - Go through the proxy's upstream leg: the webhook is the operator's, dialled directly,
+//!   never subject to (or a way around) the sandbox's egress policy.
+//! - Hold a request longer than its own timeout: a webhook that never answers only leaves
+//!   the use to the other channels.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+
+use crate::approval::{Decision, Listed, Scope, Verdict};
+use crate::ops::control::Control;
+
+/// How long one call may take, connection to answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest answer read.
+const MAX_ANSWER: usize = 4096;
+
+/// Where the webhook is: `http://HOST:PORT/PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Webhook {
+    /// `HOST:PORT`, as dialled and sent in `Host`.
+    authority: String,
+    /// The path (and query) POSTed to.
+    path: String,
+}
+
+impl Webhook {
+    /// Parses `http://HOST[:PORT][/PATH]`.
+    ///
+    /// # Errors
+    ///
+    /// A URL that is not `http://` with a host (`https://` is not taken yet: put the
+    /// webhook, or a relay to it, on loopback).
+    ///
+    /// ```
+    /// use sluice_proxy::Webhook;
+    /// assert!(Webhook::parse("http://127.0.0.1:9000/decide").is_ok());
+    /// assert!(Webhook::parse("https://approvals.example/decide").is_err());
+    /// ```
+    pub fn parse(url: &str) -> Result<Webhook, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("--approval-webhook {url:?}: {e}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(format!(
+                "--approval-webhook {url:?}: write an http:// URL (https:// is not taken yet; put the webhook, or a relay to it, on loopback)"
+            ));
+        }
+        let authority = uri
+            .authority()
+            .filter(|a| !a.host().is_empty() && !a.as_str().contains('@'))
+            .ok_or_else(|| format!("--approval-webhook {url:?}: no host, or credentials in it"))?;
+        let authority = match authority.port_u16() {
+            Some(_) => authority.to_string(),
+            None => format!("{}:80", authority.host()),
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        Ok(Webhook { authority, path })
+    }
+}
+
+/// Calls `webhook` for each use that starts waiting, from now on.
+pub(crate) fn start(control: &Arc<Control>, webhook: Webhook) {
+    let decider = control.clone();
+    let webhook = Arc::new(webhook);
+    control.on_arrival(Box::new(move |listed: Listed| {
+        let (control, webhook) = (decider.clone(), webhook.clone());
+        tokio::spawn(async move {
+            match tokio::time::timeout(CALL_TIMEOUT, call(&webhook, &listed)).await {
+                Ok(Ok(Some(verdict))) => {
+                    // Decided elsewhere in the meantime: nothing to do.
+                    let _ = control.decide(listed.id, verdict);
+                }
+                Ok(Ok(None)) => {}
+                Ok(Err(why)) => tracing::warn!(
+                    id = listed.id,
+                    "approval webhook failed ({why}); the use waits for another channel"
+                ),
+                Err(_) => tracing::warn!(
+                    id = listed.id,
+                    "approval webhook did not answer within {}s; the use waits for another channel",
+                    CALL_TIMEOUT.as_secs()
+                ),
+            }
+        });
+    }));
+}
+
+/// One call: the decision the webhook made, `None` when it left it to the others.
+async fn call(webhook: &Webhook, listed: &Listed) -> Result<Option<Verdict>, String> {
+    let body = serde_json::to_vec(listed).map_err(|e| e.to_string())?;
+    let tcp = tokio::net::TcpStream::connect(&webhook.authority)
+        .await
+        .map_err(|e| format!("{}: {e}", webhook.authority))?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(webhook.path.as_str())
+        .header(http::header::HOST, webhook.authority.as_str())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = send
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let answer = Limited::new(response.into_body(), MAX_ANSWER)
+        .collect()
+        .await
+        .map_err(|e| format!("its answer: {e}"))?
+        .to_bytes();
+    match status {
+        StatusCode::ACCEPTED => Ok(None),
+        StatusCode::OK => verdict(&answer).map(Some),
+        other => Err(format!("it answered {other}")),
+    }
+}
+
+/// The decision an answer says.
+fn verdict(answer: &[u8]) -> Result<Verdict, String> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        decision: String,
+        #[serde(default)]
+        scope: Option<String>,
+    }
+    let answer: Answer = serde_json::from_slice(answer)
+        .map_err(|_| "its answer is not {\"decision\": ..., \"scope\": ...}".to_owned())?;
+    let decision = Decision::parse(&answer.decision)
+        .ok_or_else(|| "its decision is neither allow nor deny".to_owned())?;
+    let scope = match answer.scope.as_deref() {
+        None => Scope::Once,
+        Some(word) => {
+            Scope::parse(word).ok_or_else(|| "its scope is neither once nor run".to_owned())?
+        }
+    };
+    Ok(Verdict {
+        decision,
+        scope,
+        channel: "webhook".to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_url_is_plain_http_with_a_host() {
+        let hook = Webhook::parse("http://127.0.0.1:9000/decide?team=ops").unwrap();
+        assert_eq!(hook.authority, "127.0.0.1:9000");
+        assert_eq!(hook.path, "/decide?team=ops");
+        assert_eq!(
+            Webhook::parse("http://hooks.internal").unwrap().authority,
+            "hooks.internal:80"
+        );
+        for bad in [
+            "https://hooks.internal/x",
+            "hooks.internal:9000",
+            "http://u:p@h:1/",
+            "ftp://h/",
+        ] {
+            assert!(Webhook::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_answer_decides_only_when_it_says_a_decision() {
+        let v = verdict(br#"{"decision": "deny", "scope": "run"}"#).unwrap();
+        assert_eq!(
+            (v.decision, v.scope, v.channel.as_str()),
+            (Decision::Deny, Scope::Run, "webhook")
+        );
+        assert_eq!(
+            verdict(br#"{"decision": "allow"}"#).unwrap().scope,
+            Scope::Once
+        );
+        for bad in [
+            &br#"{"decision": "yes"}"#[..],
+            br#"{"scope": "run"}"#,
+            b"allow",
+        ] {
+            assert!(verdict(bad).is_err());
+        }
+    }
+}
