@@ -28,6 +28,9 @@ use sluice_audit::{Event, EventKind};
 pub(crate) use histogram::Histogram;
 pub(crate) use page::Gauges;
 
+/// How a use of an approving secret ended: the `result` label of `sluice_approvals_total`.
+const APPROVAL_RESULTS: [&str; 4] = ["allowed", "denied", "timed-out", "full"];
+
 /// How many event kinds there are: the width of the per-kind arrays.
 const KINDS: usize = EventKind::ALL.len();
 
@@ -41,8 +44,9 @@ pub(crate) struct Counters {
     secret_events: Mutex<HashMap<Box<str>, [u64; KINDS]>>,
     /// Refusals by their `sluice-error` code.
     refusals: Mutex<HashMap<&'static str, u64>>,
-    /// Uses that waited for approval, by how the wait ended.
-    approvals: Mutex<HashMap<&'static str, u64>>,
+    /// Uses of an approving secret, by how their wait ended ([`APPROVAL_RESULTS`] order):
+    /// atomics, since a decision standing for the run answers one on every request.
+    approvals: [AtomicU64; APPROVAL_RESULTS.len()],
     /// Time from a request's arrival to its response head.
     pub(crate) request_duration: Histogram,
     /// Client TLS handshakes completed, and failed.
@@ -98,7 +102,9 @@ impl Counters {
     /// Counts a use that waited for approval, by how it ended (`allowed`, `denied`,
     /// `timed-out`, `full`).
     pub(crate) fn approval(&self, result: &'static str) {
-        *lock(&self.approvals).entry(result).or_default() += 1;
+        if let Some(i) = APPROVAL_RESULTS.iter().position(|r| *r == result) {
+            self.approvals[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Counts a client TLS handshake, completed or not.
@@ -188,8 +194,11 @@ impl Metrics {
             for (code, count) in lock(&counters.refusals).iter() {
                 *sum.refusals.entry(code).or_default() += count;
             }
-            for (result, count) in lock(&counters.approvals).iter() {
-                *sum.approvals.entry(result).or_default() += count;
+            for (result, count) in APPROVAL_RESULTS.iter().zip(&counters.approvals) {
+                let count = count.load(Ordering::Relaxed);
+                if count > 0 {
+                    *sum.approvals.entry(result).or_default() += count;
+                }
             }
             for ((secret, result), count) in lock(&counters.mints).iter() {
                 *sum.mints.entry((secret.to_string(), result)).or_default() += count;
