@@ -129,6 +129,7 @@ fn visible(mut report: Report) -> Report {
     fix_named(&mut report.auth_failures);
     fix_named(&mut report.materialized);
     fix_named(&mut report.mints);
+    fix_named(&mut report.approvals);
     fix_named(&mut report.unused_grants);
     report.withheld.iter_mut().for_each(fix);
     for reload in &mut report.reloads {

@@ -97,6 +97,11 @@ pub struct Report {
     pub mints: Vec<Named>,
     /// Pairs beyond [`Report::mints`].
     pub more_mints: More,
+    /// Decisions on uses that waited for approval (`approve` events), by secret and what
+    /// was decided, for which use, where: who decided what.
+    pub approvals: Vec<Named>,
+    /// Pairs beyond [`Report::approvals`].
+    pub more_approvals: More,
     /// `reload` events, the first [`TOP_RELOADS`].
     pub reloads: Vec<Reload>,
     /// Reloads beyond [`Report::reloads`].
@@ -317,6 +322,7 @@ struct Tally {
     withheld: std::collections::BTreeSet<String>,
     materialized: HashMap<(String, String), u64>,
     mints: HashMap<(String, String), u64>,
+    approvals: HashMap<(String, String), u64>,
     grants: grants::Grants,
     reloads: Vec<Reload>,
     reload_count: u64,
@@ -435,7 +441,30 @@ impl Tally {
                     .entry((name(&line.secret), mint_outcome(&name(&line.reason))))
                     .or_default() += 1;
             }
-            EventKind::Start | EventKind::Stop | EventKind::Tunnel | EventKind::Approve => {}
+            EventKind::Approve => {
+                let decided = line.approval.as_ref().map_or_else(
+                    || "(no decision recorded)".to_owned(),
+                    |a| {
+                        format!(
+                            "{} {}: {} {} (by {})",
+                            a.decision,
+                            if a.scope == "run" {
+                                "for the run"
+                            } else {
+                                "once"
+                            },
+                            name(&line.method),
+                            name(&line.host),
+                            a.channel
+                        )
+                    },
+                );
+                *self
+                    .approvals
+                    .entry((name(&line.secret), decided))
+                    .or_default() += 1;
+            }
+            EventKind::Start | EventKind::Stop | EventKind::Tunnel => {}
         }
     }
 
@@ -493,6 +522,9 @@ impl Tally {
         let mut mints = named_pairs(self.mints);
         let more_mints = more(mints.iter().skip(TOP_MATERIALIZED).map(|m| m.count));
         mints.truncate(TOP_MATERIALIZED);
+        let mut approvals = named_pairs(self.approvals);
+        let more_approvals = more(approvals.iter().skip(TOP_MATERIALIZED).map(|a| a.count));
+        approvals.truncate(TOP_MATERIALIZED);
         let mut materialized = named_pairs(self.materialized);
         let more_materialized = more(materialized.iter().skip(TOP_MATERIALIZED).map(|m| m.count));
         materialized.truncate(TOP_MATERIALIZED);
@@ -516,6 +548,8 @@ impl Tally {
             more_materialized,
             mints,
             more_mints,
+            approvals,
+            more_approvals,
             unused_grants,
             more_unused_grants,
             suggestions,

@@ -375,6 +375,59 @@ proptest::proptest! {
 }
 
 #[test]
+fn approvals_show_who_decided_what() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, "run-approvals", start(&[])).unwrap();
+    let approve = |decision: &str, scope: &str, channel: &str| {
+        Event::new(EventKind::Approve)
+            .secret("prod")
+            .host("api.prod.example.com")
+            .method("DELETE")
+            .path("/items/7")
+            .approval(crate::Approval {
+                id: 1,
+                decision: decision.into(),
+                scope: scope.into(),
+                channel: channel.into(),
+                waited_ms: 1200,
+            })
+    };
+    for (decision, scope, channel) in [
+        ("allow", "once", "terminal"),
+        ("allow", "once", "terminal"),
+        ("deny", "run", "webhook"),
+    ] {
+        log.record(approve(decision, scope, channel)).unwrap();
+    }
+    log.close().unwrap();
+    let report = build(&[path]).unwrap();
+    let rows: Vec<(&str, &str, u64)> = report
+        .approvals
+        .iter()
+        .map(|a| (a.name.as_str(), a.detail.as_str(), a.count))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "prod",
+                "allow once: DELETE api.prod.example.com (by terminal)",
+                2
+            ),
+            (
+                "prod",
+                "deny for the run: DELETE api.prod.example.com (by webhook)",
+                1
+            ),
+        ]
+    );
+    let html = report.to_html().unwrap();
+    assert!(html.contains("<h2>Approvals</h2>"), "{html}");
+    assert!(html.contains("deny for the run: DELETE api.prod.example.com (by webhook)"));
+}
+
+#[test]
 fn minted_credentials_are_counted_by_secret_and_outcome() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
