@@ -614,8 +614,12 @@ fn text(summary: &Summary) -> String {
         );
         let _ = writeln!(
             out,
-            "  rotations: {} (in force: {}); the old value swapped {} times on tunnels opened before its rotation, {} after",
-            asked.rotations, asked.rotations_in_force, summary.retired_swaps, summary.stale_swaps
+            "  rotations: {} (in force: {}; {} with the declaration rewritten in the same reload); the old value swapped {} times on tunnels opened before its rotation, {} after",
+            asked.rotations,
+            asked.rotations_in_force,
+            asked.rotations_with_declaration,
+            summary.retired_swaps,
+            summary.stale_swaps
         );
     }
     let _ = writeln!(

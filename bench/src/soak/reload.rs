@@ -7,7 +7,10 @@
 //! - `--rotate-every SECS`: every period the secret's file source gets a new value (which the
 //!   upstream accepts from then on) and sluice is sent `SIGHUP`; once the audit log shows the
 //!   reload in force, every earlier value is retired: a tunnel opened after that must never
-//!   carry one to the upstream, and no value, current or retired, may reach the client.
+//!   carry one to the upstream, and no value, current or retired, may reach the client. With
+//!   `--reload-every` too, every other rotation rewrites the declaration in the same reload:
+//!   tunnels opened before it keep their declaration, yet must redact the value it brought
+//!   in (what the soak once found them not to).
 //!
 //! The audit log must hold one `reload` event per `SIGHUP`, put in force or refused as
 //! asked, and the load must go on through them without failures the design does not make.
@@ -32,6 +35,8 @@ pub(super) struct Reloads {
     pub(super) rotations: u64,
     /// Rotations whose reload the audit log showed in force within 10 s.
     pub(super) rotations_in_force: u64,
+    /// Of the rotations, those whose reload rewrote the declaration too.
+    pub(super) rotations_with_declaration: u64,
 }
 
 /// Every fifth plain reload is of an invalid declaration.
@@ -78,9 +83,18 @@ pub(super) async fn run(plan: Plan) -> Reloads {
             let before = count(&plan.audit).0;
             // The value alone changes, as a rotation does: tunnels already open then take it
             // for their next requests (sluice's values in force), under their declaration.
+            // Every other one rewrites the declaration in the same reload: tunnels already
+            // open keep theirs, and redact the new value with the guard in force.
+            let with_declaration = plan.reload_every.is_some() && asked.rotations % 2 == 1;
+            if with_declaration
+                && std::fs::write(&plan.policy, (plan.declaration)(generation)).is_err()
+            {
+                return asked;
+            }
             if std::fs::write(&plan.value_file, &value).is_err() || !hang_up(plan.pid) {
                 return asked;
             }
+            asked.rotations_with_declaration += u64::from(with_declaration);
             asked.valid += 1;
             asked.rotations += 1;
             // In force once its reload is in the log: older values are retired from then.
