@@ -207,6 +207,7 @@ mod tests {
             invalid: 1,
             rotations: 1,
             rotations_in_force: 0,
+            rotations_with_declaration: 0,
         };
         let (_, _, violations) = judge(audit, asked);
         assert_eq!(violations.len(), 2);
