@@ -45,11 +45,16 @@ impl World {
     }
 
     async fn with_args(timeout: &str, extra: &[&str]) -> World {
+        World::with(YAML, timeout, extra).await
+    }
+
+    async fn with(yaml: &str, timeout: &str, extra: &[&str]) -> World {
         let pki = TestPki::new();
-        let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
+        let names = ["api.test", "ask.test"];
+        let upstream = RecordingUpstream::start(&pki, &names, &[b"http/1.1"]).await;
         let mut args = vec!["--admin", "127.0.0.1:0", "--approval-timeout", timeout];
         args.extend_from_slice(extra);
-        let serve = ServeBinary::start(YAML, &pki, &["api.test"], &args);
+        let serve = ServeBinary::start(yaml, &pki, &names, &args);
         let proxy = serve.proxy();
         let placeholder = serve.placeholder("PROD");
         let admin = serve
@@ -514,6 +519,78 @@ async fn a_webhook_decides_or_leaves_the_decision_to_the_other_channels() {
         })
         .collect();
     assert_eq!(channels, ["admin-api", "webhook", "webhook"], "{audit}");
+}
+
+/// `egress.ask`: a CONNECT to a host nobody allowed waits, nothing dialled, until a person
+/// decides; allowed once it is intercepted (placeholders refused in it: no secret is granted
+/// there), the next CONNECT waits again; for the run, every later one goes through; denied,
+/// `403`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_to_an_asked_host_waits_for_a_decision() {
+    let yaml = YAML.replace(
+        "egress:\n  allow_ips:",
+        "egress:\n  ask: [ask.test]\n  allow_ips:",
+    );
+    let world = World::with(&yaml, "30s", &[]).await;
+    let port = world.upstream.port();
+    let authority = format!("ask.test:{port}");
+    let get = |path: &'static str| {
+        let (proxy, authority) = (world.proxy.clone(), authority.clone());
+        tokio::spawn(async move {
+            let mut tunnel = proxy.open(&authority, "ask.test", &[b"http/1.1"]).await?;
+            let request = Request::get(format!("https://{authority}{path}"))
+                .header("host", authority.as_str())
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            tunnel.send(request).await.map(|r| r.status().as_u16())
+        })
+    };
+    let held = get("/first");
+    let pending = world.await_pending(1).await;
+    assert_eq!(pending[0]["kind"], "host");
+    assert_eq!(pending[0]["host"], authority);
+    assert_eq!(pending[0]["method"], "CONNECT");
+    assert!(pending[0].get("secret").is_none(), "{:?}", pending[0]);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(world.upstream.connections(), 0, "dialled before a decision");
+    world.decide(&pending[0]["id"], r#"{"decision": "allow"}"#);
+    assert_eq!(held.await.unwrap(), Ok(200));
+    // Once: the next CONNECT waits again, and is denied.
+    let held = get("/second");
+    let pending = world.await_pending(1).await;
+    world.decide(&pending[0]["id"], r#"{"decision": "deny"}"#);
+    let denied = held.await.unwrap();
+    assert!(
+        denied.as_ref().is_err_and(|e| e.contains("403")),
+        "{denied:?}"
+    );
+    // For the run: the host goes through without asking from now on.
+    let held = get("/third");
+    let pending = world.await_pending(1).await;
+    world.decide(
+        &pending[0]["id"],
+        r#"{"decision": "allow", "scope": "run"}"#,
+    );
+    assert_eq!(held.await.unwrap(), Ok(200));
+    assert_eq!(get("/fourth").await.unwrap(), Ok(200));
+    assert!(world.pending().is_empty());
+    let paths: Vec<String> = world
+        .upstream
+        .records()
+        .iter()
+        .map(|r| r.uri.path().to_owned())
+        .collect();
+    assert_eq!(paths, ["/first", "/third", "/fourth"]);
+    let audit = world.audit();
+    let approves: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"approve\""))
+        .collect();
+    assert_eq!(approves.len(), 3, "{audit}");
+    assert!(approves.iter().all(|l| l.contains("\"method\":\"CONNECT\"")
+        && l.contains("\"host\":\"ask.test:")
+        && !l.contains("\"secret\"")));
+    assert!(audit.contains("\"reason\":\"approval-denied\""), "{audit}");
 }
 
 /// Decisions are made on the admin endpoint: `serve` without `--admin` refuses to start

@@ -47,6 +47,8 @@ pub struct Policy {
     allow: Vec<HostPattern>,
     verbatim: Vec<HostPattern>,
     passthrough: Vec<HostPattern>,
+    /// `egress.ask`: hosts that wait for a person's decision instead of being refused.
+    ask: Vec<HostPattern>,
     allow_ips: Vec<IpNet>,
     /// The indexes of the secrets with request rules, for the per-request half of a grant.
     ruled: Vec<usize>,
@@ -216,6 +218,7 @@ impl Policy {
             allow,
             verbatim,
             passthrough,
+            ask,
             allow_ips,
         }) = validated
         else {
@@ -250,6 +253,7 @@ impl Policy {
                 allow,
                 verbatim,
                 passthrough,
+                ask,
                 allow_ips,
                 sha256,
             },
@@ -387,7 +391,7 @@ impl Policy {
 
     /// Whether a name lookup for `host` should be answered: some port of it is reachable
     /// (a secret granted `egress` names it, or `egress.allow`, `verbatim` or `passthrough`
-    /// does). The jail's resolver answers these and refuses every other name, so that no
+    /// does), or may be once a person decides (`egress.ask`: the connection is then held). The jail's resolver answers these and refuses every other name, so that no
     /// query for an unreachable name leaves the machine.
     pub fn resolvable(&self, host: &str) -> bool {
         let Ok(normalized) = normalize_host(host) else {
@@ -399,11 +403,35 @@ impl Policy {
             || hit(&self.allow)
             || hit(&self.verbatim)
             || hit(&self.passthrough)
+            || hit(&self.ask)
             || self
                 .secrets
                 .iter()
                 .filter(|s| s.grants(Sink::Egress))
                 .any(|s| hit(&s.hosts))
+    }
+
+    /// Whether a host [`Policy::reach`] refuses as not allowed waits for a person's decision
+    /// instead (`egress.ask`): once allowed, it is intercepted like an `egress.allow` host.
+    ///
+    /// ```
+    /// use sluice_policies::{Policy, Reach};
+    /// let yaml = "version: 1\negress:\n  ask: [\"*.internal.example.com\"]\n";
+    /// let policy = Policy::parse(yaml, "p.yaml").unwrap().policy;
+    /// assert!(matches!(policy.reach("wiki.internal.example.com", 443), Reach::Denied(_)));
+    /// assert!(policy.asks("wiki.internal.example.com", 443));
+    /// assert!(!policy.asks("example.com", 443));
+    /// ```
+    pub fn asks(&self, host: &str, port: u16) -> bool {
+        normalize_host(host)
+            .map(|h| self.ask.iter().any(|p| p.matches_normalized(&h, port)))
+            .unwrap_or(false)
+    }
+
+    /// Whether anything waits for a person's decision: a secret's `approve:`, or a host
+    /// in `egress.ask`. Decisions are made on the admin endpoint.
+    pub fn needs_decisions(&self) -> bool {
+        self.approving || !self.ask.is_empty()
     }
 
     /// Whether ungranted placeholders toward this host are forwarded unchanged (and
@@ -434,6 +462,7 @@ impl Policy {
             .flat_map(|s| s.hosts.iter())
             .chain(&self.allow)
             .chain(&self.verbatim)
+            .chain(&self.ask)
             .filter(|p| !self.passthrough.contains(p))
             .cloned()
             .collect();

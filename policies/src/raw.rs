@@ -189,4 +189,6 @@ pub(crate) struct RawEgress {
     pub(crate) verbatim: Option<SpannedList>,
     pub(crate) passthrough: Option<SpannedList>,
     pub(crate) allow_ips: Option<SpannedList>,
+    /// `ask:`: hosts that wait for a person's decision instead of being refused.
+    pub(crate) ask: Option<SpannedList>,
 }

@@ -22,15 +22,29 @@ use tokio::sync::watch;
 // The runtime's clock, which the timeouts below run on too (and tests can pause).
 use tokio::time::Instant;
 
-/// One use of a secret that waits for a decision, as the approvers see it.
+/// What waits: a use of a secret (`approve:`), or a host nobody allowed (`egress.ask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Kind {
+    /// A request that would swap a secret whose `approve:` covers its method.
+    Use,
+    /// A `CONNECT` (or a captured connection) to an `egress.ask` host: a decision for the
+    /// run covers the host.
+    Host,
+}
+
+/// One use of a secret, or one host, that waits for a decision, as the approvers see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct Ask {
-    /// The secret's name.
+    pub(crate) kind: Kind,
+    /// The secret's name (empty for a host, and then not shown).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) secret: String,
     /// The host it would go to (as the tunnel names it, port included when not 443).
     pub(crate) host: String,
     pub(crate) method: String,
-    /// The path as the sandbox sent it, each query value elided.
+    /// The path as the sandbox sent it, each query value elided (none for a host).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) path: String,
     /// The body's size, when it was read whole (a streamed body's is not known yet).
     pub(crate) body_bytes: Option<u64>,
@@ -51,9 +65,12 @@ impl Ask {
     }
 
     /// Whether a decision for the run on `other` covers this use: the same secret, toward
-    /// the same host, with the same method.
+    /// the same host, with the same method (a host's: the same host).
     fn covered_by(&self, other: &Ask) -> bool {
-        self.secret == other.secret && self.host == other.host && self.method == other.method
+        self.kind == other.kind
+            && self.secret == other.secret
+            && self.host == other.host
+            && self.method == other.method
     }
 }
 
@@ -367,6 +384,7 @@ mod tests {
 
     fn ask(path: &str) -> Ask {
         Ask {
+            kind: Kind::Use,
             secret: "prod".into(),
             host: "api.prod.test".into(),
             method: "DELETE".into(),

@@ -36,9 +36,13 @@ const POLL: Duration = Duration::from_millis(250);
 #[derive(Deserialize)]
 struct Waiting {
     id: u64,
+    /// `use` (a secret's, `approve:`) or `host` (`egress.ask`).
+    kind: String,
+    #[serde(default)]
     secret: String,
     host: String,
     method: String,
+    #[serde(default)]
     path: String,
     body_bytes: Option<u64>,
     body_sha256: Option<String>,
@@ -149,24 +153,26 @@ fn scope_words(scope: &str) -> &'static str {
 }
 
 fn show(out: &mut impl Write, w: &Waiting) -> io::Result<()> {
-    writeln!(
-        out,
-        "use {} waits for a decision ({:.1} s so far)",
-        w.id, w.waited_secs
-    )?;
-    writeln!(out, "  secret   {}", printable(&w.secret))?;
-    writeln!(out, "  toward   {}", printable(&w.host))?;
-    writeln!(
-        out,
-        "  request  {} {}",
-        printable(&w.method),
-        printable(&w.path)
-    )?;
-    match (w.body_bytes, &w.body_sha256) {
-        (Some(size), Some(sha)) => {
-            writeln!(out, "  body     {size} bytes, sha256 {}", printable(sha))?
+    let (id, waited) = (w.id, w.waited_secs);
+    if w.kind == "host" {
+        writeln!(out, "host {id} waits for a decision ({waited:.1} s so far)")?;
+        let host = printable(&w.host);
+        writeln!(
+            out,
+            "  connect  {host} (egress.ask: not allowed, asked about)"
+        )?;
+    } else {
+        writeln!(out, "use {id} waits for a decision ({waited:.1} s so far)")?;
+        writeln!(out, "  secret   {}", printable(&w.secret))?;
+        writeln!(out, "  toward   {}", printable(&w.host))?;
+        let (method, path) = (printable(&w.method), printable(&w.path));
+        writeln!(out, "  request  {method} {path}")?;
+        match (w.body_bytes, &w.body_sha256) {
+            (Some(size), Some(sha)) => {
+                writeln!(out, "  body     {size} bytes, sha256 {}", printable(sha))?;
+            }
+            _ => writeln!(out, "  body     streamed (not read before the decision)")?,
         }
-        _ => writeln!(out, "  body     streamed (not read before the decision)")?,
     }
     writeln!(
         out,
@@ -243,6 +249,7 @@ mod tests {
     fn a_waiting_use_is_shown_without_control_characters() {
         let w = Waiting {
             id: 7,
+            kind: "use".into(),
             secret: "prod".into(),
             host: "api.test:8443".into(),
             method: "DELETE".into(),

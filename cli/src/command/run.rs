@@ -27,7 +27,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::from(REFUSED);
         }
     };
-    let policy_has_approvals = policy.has_approvals();
+    let policy_has_approvals = policy.needs_decisions();
     let config = LaunchConfig {
         upstream_proxy,
         policy,

@@ -26,7 +26,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     if !unserved_said(&policy, args.proxy.admin) {
         return ExitCode::FAILURE;
     }
-    if args.proxy.admin.is_none() && policy.has_approvals() {
+    if args.proxy.admin.is_none() && policy.needs_decisions() {
         eprintln!("sluice serve: error: {NO_APPROVER}");
         return ExitCode::FAILURE;
     }
@@ -64,7 +64,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
             let unserved = next.unserved(&[sluice_policies::Sink::Egress]);
             if !unserved.is_empty() {
                 Err(unserved_refusal(&unserved))
-            } else if next.has_approvals() {
+            } else if next.needs_decisions() {
                 Err(NO_APPROVER.to_owned())
             } else {
                 Ok(())
@@ -122,7 +122,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
 
 /// Why a declaration with `approve:` needs `--admin`: decisions are made there, and
 /// without it every such use would wait until it timed out.
-const NO_APPROVER: &str = "a secret has approve:, and its uses wait for decisions made on the admin endpoint; start with --admin ADDR (then `sluice approve --run-dir DIR` decides them)";
+const NO_APPROVER: &str = "a secret has approve: (or egress.ask lists a host), and what waits is decided on the admin endpoint; start with --admin ADDR (then `sluice approve --run-dir DIR` decides)";
 
 /// Secrets granted only sinks this proxy does not serve (it swaps `egress`; `command` and
 /// `file` are a launcher's, `prompt`, `agent` and `params` a host engine's): with an admin

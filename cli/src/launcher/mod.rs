@@ -202,7 +202,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
     let settings = start_settings(&config);
     let gate = reload_gate(&config.policy, config.admin.is_some());
-    let approvals = config.policy.has_approvals();
+    let approvals = config.policy.needs_decisions();
     let mut proxy_config = ProxyConfig::new(config.policy, listen, config.audit_log);
     proxy_config.start_settings = settings;
     proxy_config.reload_gate = Some(gate);
@@ -517,7 +517,7 @@ fn write_admin_url(
     );
     if approvals {
         eprintln!(
-            "sluice: some uses wait for approval (approve:); decide them with: sluice approve --admin-url-file {}",
+            "sluice: some uses or hosts wait for approval (approve:, egress.ask); decide them with: sluice approve --admin-url-file {}",
             file.display()
         );
     }

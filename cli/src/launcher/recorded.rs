@@ -48,9 +48,9 @@ pub(super) fn reload_gate(started: &Policy, admin: bool) -> sluice_proxy::Reload
             }
         }
         // Decisions are made on the admin endpoint: without one, a use would only time out.
-        if !admin && next.has_approvals() {
+        if !admin && next.needs_decisions() {
             problems.push(
-                "a secret has approve:, and this run has no admin endpoint to decide on".to_owned(),
+                "a secret has approve: (or egress.ask lists a host), and this run has no admin endpoint to decide on".to_owned(),
             );
         }
         if problems.is_empty() {

@@ -45,6 +45,7 @@ impl Problem {
             Problem::BadHeaderName { .. } => "bad-header-name",
             Problem::BadCidr { .. } => "bad-cidr",
             Problem::VerbatimPassthrough { .. } => "verbatim-passthrough",
+            Problem::AskReachable { .. } => "ask-reachable",
             Problem::UnknownSignKind { .. } => "unknown-sign-kind",
             Problem::SigningKey { .. } => "signing-key",
             Problem::SigningSinks { .. } => "signing-sinks",

@@ -107,6 +107,9 @@ impl Problem {
             Problem::BadHeaderName { .. } => "write a header name such as Authorization or X-Api-Key".into(),
             Problem::BadCidr { .. } => "write e.g. 127.0.0.1/32, 10.0.0.0/8 or ::1/128".into(),
             Problem::VerbatimPassthrough { .. } => "keep the host in one of the two lists".into(),
+            Problem::AskReachable { list, .. } => {
+                format!("remove the host from egress.ask, or from {list} if it should wait for a decision")
+            }
             Problem::CredentialLiteral { secret, .. } => format!(
                 "read it at launch instead: `from: {{ env: VAR }}` or `from: {{ file: PATH }}` under secrets.{secret}, and rotate it if this file was ever shared"
             ),

@@ -336,6 +336,16 @@ pub enum Problem {
         /// The entry as written.
         found: String,
     },
+    /// A host in `egress.ask` that another list, or a secret's hosts, already reaches.
+    #[error("`{ask}` in egress.ask overlaps `{other}` in {list}, which reaches it without asking")]
+    AskReachable {
+        /// The ask pattern.
+        ask: String,
+        /// The pattern it overlaps.
+        other: String,
+        /// Where that one is (`egress.allow`, `secrets.NAME.hosts`, ...).
+        list: String,
+    },
     /// A pattern both verbatim and passthrough.
     #[error(
         "`{verbatim}` in egress.verbatim overlaps `{passthrough}` in egress.passthrough; a passthrough host is never inspected"

@@ -84,3 +84,47 @@ fn approvals_do_not_apply_to_signing_secrets_yet() {
         approve_problem(p, |a| matches!(a, ApproveProblem::OnSigningSecret { .. }))
     });
 }
+
+#[test]
+fn an_asked_host_waits_is_resolvable_and_intercepted_once_allowed() {
+    let yaml =
+        "version: 1\negress:\n  allow: [api.example.com]\n  ask: [\"*.internal.example.com\"]\n";
+    let p = Policy::parse(yaml, "t.yaml").unwrap().policy;
+    assert!(p.needs_decisions());
+    assert!(!p.has_approvals(), "no secret approves");
+    assert!(matches!(
+        p.reach("wiki.internal.example.com", 443),
+        Reach::Denied(_)
+    ));
+    assert!(p.asks("wiki.internal.example.com", 443));
+    assert!(!p.asks("api.example.com", 443) && !p.asks("example.org", 443));
+    // The jail's resolver answers it (the connection is then held), and the run CA covers
+    // it (an allowed connection is intercepted).
+    assert!(p.resolvable("wiki.internal.example.com"));
+    assert!(
+        p.intercepted_hosts()
+            .iter()
+            .any(|h| h.to_string() == "*.internal.example.com")
+    );
+}
+
+#[test]
+fn an_asked_host_that_is_reachable_already_is_an_error() {
+    let d = errors("version: 1\negress:\n  allow: [api.example.com]\n  ask: [api.example.com]\n").0;
+    expect_at(
+        &d,
+        4,
+        9,
+        |p| matches!(p, Problem::AskReachable { list, .. } if list == "egress.allow"),
+    );
+    let d = errors(
+        "version: 1\nsecrets:\n  gh:\n    from: { env: GH }\n    hosts: [api.github.com]\n    sinks: [egress]\negress:\n  ask: [\"*.github.com\"]\n",
+    )
+    .0;
+    expect_at(
+        &d,
+        8,
+        9,
+        |p| matches!(p, Problem::AskReachable { list, .. } if list == "secrets.gh.hosts"),
+    );
+}

@@ -1,6 +1,7 @@
-//! The `egress:` section: the `allow`, `verbatim` and `passthrough` host lists and the
-//! `allow_ips` networks, each entry parsed and checked where it was written, and the lists
-//! checked against each other.
+//! The `egress:` section: the `allow`, `verbatim`, `passthrough` and `ask` host lists and
+//! the `allow_ips` networks, each entry parsed and checked where it was written, and the
+//! lists checked against each other (`ask` against the secrets' hosts is `mod.rs`'s, once
+//! they are compiled).
 //!
 //! It owns the egress lists only: it must never judge a secret's hosts (`secret.rs` does,
 //! against the passthrough list this hands back), and never resolve a name or touch the
@@ -33,6 +34,7 @@ pub(super) struct Egress {
     pub(super) allow: Vec<(HostPattern, Pos)>,
     pub(super) verbatim: Vec<(HostPattern, Pos)>,
     pub(super) passthrough: Vec<(HostPattern, Pos)>,
+    pub(super) ask: Vec<(HostPattern, Pos)>,
     pub(super) allow_ips: Vec<IpNet>,
 }
 
@@ -46,6 +48,7 @@ pub(super) fn egress(cx: &mut Ctx<'_>, egress: Option<&RawEgress>) -> Egress {
         egress.and_then(|e| e.passthrough.as_ref()),
         "egress.passthrough",
     );
+    let ask = cx.hosts(egress.and_then(|e| e.ask.as_ref()), "egress.ask");
     let mut allow_ips = Vec::new();
     if let Some(list) = egress.and_then(|e| e.allow_ips.as_ref()) {
         for (i, entry) in list.value.iter().enumerate() {
@@ -91,10 +94,33 @@ pub(super) fn egress(cx: &mut Ctx<'_>, egress: Option<&RawEgress>) -> Egress {
             }
         }
     }
+    // A host asked about must be one nothing else reaches: waiting for a decision on a host
+    // the declaration already lets through (or tunnels) would decide nothing.
+    for (a, apos) in &ask {
+        for (list, patterns) in [
+            ("egress.allow", &allow),
+            ("egress.verbatim", &verbatim),
+            ("egress.passthrough", &passthrough),
+        ] {
+            if let Some((other, _)) = patterns.iter().find(|(p, _)| a.overlaps(p)) {
+                push_at(
+                    cx,
+                    *apos,
+                    "egress.ask".into(),
+                    Problem::AskReachable {
+                        ask: a.to_string(),
+                        other: other.to_string(),
+                        list: list.to_owned(),
+                    },
+                );
+            }
+        }
+    }
     Egress {
         allow,
         verbatim,
         passthrough,
+        ask,
         allow_ips,
     }
 }

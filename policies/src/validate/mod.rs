@@ -44,6 +44,7 @@ pub(crate) struct Validated {
     pub(crate) allow: Vec<HostPattern>,
     pub(crate) verbatim: Vec<HostPattern>,
     pub(crate) passthrough: Vec<HostPattern>,
+    pub(crate) ask: Vec<HostPattern>,
     pub(crate) allow_ips: Vec<IpNet>,
 }
 
@@ -210,6 +211,27 @@ pub(crate) fn validate(
         &egress.verbatim,
     );
 
+    // A host asked about that a secret's hosts reach already (the egress lists were
+    // weighed in `egress.rs`).
+    for (a, apos) in &egress.ask {
+        let granted = names.iter().zip(&secret_hosts).find_map(|(name, hosts)| {
+            let (other, _) = hosts.iter().find(|(p, _)| a.overlaps(p))?;
+            Some((name.clone().unwrap_or_default(), other.to_string()))
+        });
+        if let Some((name, other)) = granted {
+            push_at(
+                &mut cx,
+                *apos,
+                "egress.ask".into(),
+                Problem::AskReachable {
+                    ask: a.to_string(),
+                    other,
+                    list: format!("secrets.{name}.hosts"),
+                },
+            );
+        }
+    }
+
     cx.out.sort_by_key(|d| (d.line, d.column));
     if cx.out.iter().any(Diagnostic::is_error) {
         return (None, cx.out);
@@ -253,6 +275,7 @@ pub(crate) fn validate(
         allow: strip(egress.allow),
         verbatim: strip(egress.verbatim),
         passthrough: passthrough_patterns,
+        ask: strip(egress.ask),
         allow_ips: egress.allow_ips,
     };
     (Some(validated), cx.out)

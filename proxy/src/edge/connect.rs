@@ -16,7 +16,7 @@ use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sluice_guard::Guard;
-use sluice_policies::Reach;
+use sluice_policies::{Denied, Reach};
 use tokio::net::TcpStream;
 
 use crate::body::{self, Body};
@@ -44,7 +44,19 @@ pub(crate) async fn handle(
     };
     // The egress decision, before anything is dialled.
     let exchange = Exchange::new(&shared, "CONNECT").host(target.authority());
-    match shared.policy.reach(&target.host, target.port) {
+    let reach = match shared.policy.reach(&target.host, target.port) {
+        // A host that waits for a person's decision (`egress.ask`) instead of being refused.
+        Reach::Denied(Denied::NotAllowed { .. })
+            if shared.policy.asks(&target.host, target.port) =>
+        {
+            match crate::edge::ask::hold(&shared, &target).await {
+                Ok(()) => Reach::Intercept,
+                Err(refusal) => return exchange.refuse(refusal),
+            }
+        }
+        reach => reach,
+    };
+    match reach {
         Reach::Denied(denied) => exchange.refuse(Refusal::host_not_allowed(
             &target.host,
             target.port,

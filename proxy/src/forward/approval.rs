@@ -24,11 +24,11 @@ use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
 use sluice_guard::SecretId;
 
-use crate::approval::{Ask, Decision, Scope, Waited};
+use crate::approval::{Ask, Decision, Kind, Scope, Waited};
 use crate::body::{self, Body};
 use crate::forward::budget::BodySwaps;
 use crate::generation::shared::Shared;
-use crate::refusal::Refusal;
+use crate::refusal::{self, Refusal};
 
 /// What [`hold`] needs of the request besides its head and body.
 pub(crate) struct Use<'a> {
@@ -78,7 +78,11 @@ pub(crate) async fn hold(
             Some(Decision::Allow) => shared.counters.approval("allowed"),
             Some(Decision::Deny) => {
                 shared.counters.approval("denied");
-                return Err(Refusal::approval_denied(secret, the_use.host, Scope::Run));
+                let waited = refusal::Waited::Use {
+                    secret,
+                    host: the_use.host,
+                };
+                return Err(Refusal::approval_denied(waited, Scope::Run));
             }
             None => waiting.push(secret),
         }
@@ -90,6 +94,7 @@ pub(crate) async fn hold(
     let path = sluice_audit::elide_path(the_use.asked_path);
     for secret in waiting {
         let ask = Ask {
+            kind: Kind::Use,
             secret: secret.to_owned(),
             host: the_use.host.to_owned(),
             method: method.to_owned(),
@@ -104,16 +109,17 @@ pub(crate) async fn hold(
             Waited::TimedOut => "timed-out",
             Waited::Full => "full",
         });
+        let what = refusal::Waited::Use {
+            secret,
+            host: the_use.host,
+        };
         match waited {
             Waited::Decided(v) if v.decision == Decision::Allow => {}
-            Waited::Decided(v) => {
-                return Err(Refusal::approval_denied(secret, the_use.host, v.scope));
-            }
+            Waited::Decided(v) => return Err(Refusal::approval_denied(what, v.scope)),
             Waited::TimedOut => {
-                let timeout = shared.approvals.timeout();
-                return Err(Refusal::approval_timeout(secret, the_use.host, timeout));
+                return Err(Refusal::approval_timeout(what, shared.approvals.timeout()));
             }
-            Waited::Full => return Err(Refusal::approvals_full(secret)),
+            Waited::Full => return Err(Refusal::approvals_full(what)),
         }
     }
     Ok(body)

@@ -157,21 +157,23 @@ impl Control {
         let (decision, scope, channel) = (verdict.decision, verdict.scope, verdict.channel.clone());
         let answered = self.shared.approvals.decide(id, verdict)?;
         let ask = &answered.ask;
-        self.record(
-            Event::new(EventKind::Approve)
-                .secret(ask.secret.as_str())
-                .host(ask.host.as_str())
-                .method(ask.method.as_str())
-                .path(ask.path.as_str())
-                .count(1 + answered.also as u64)
-                .approval(Approval {
-                    id,
-                    decision: decision.as_str().to_owned(),
-                    scope: scope.as_str().to_owned(),
-                    channel,
-                    waited_ms: answered.waited.as_millis().try_into().unwrap_or(u64::MAX),
-                }),
-        );
+        let mut event = Event::new(EventKind::Approve)
+            .host(ask.host.as_str())
+            .method(ask.method.as_str());
+        // A host's decision (`egress.ask`) names no secret and no path.
+        if !ask.secret.is_empty() {
+            event = event.secret(ask.secret.as_str());
+        }
+        if !ask.path.is_empty() {
+            event = event.path(ask.path.as_str());
+        }
+        self.record(event.count(1 + answered.also as u64).approval(Approval {
+            id,
+            decision: decision.as_str().to_owned(),
+            scope: scope.as_str().to_owned(),
+            channel,
+            waited_ms: answered.waited.as_millis().try_into().unwrap_or(u64::MAX),
+        }));
         tracing::info!(
             id,
             secret = ask.secret.as_str(),

@@ -12,6 +12,10 @@ use std::fmt;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
+mod approval;
+
+pub(crate) use approval::Waited;
+
 use crate::body::codec::CodecError;
 use crate::body::{self, Body};
 use crate::upstream::{SendError, Timeouts, UpstreamError};
@@ -426,53 +430,6 @@ impl Refusal {
         let secs =
             exhausted.resets_in.as_secs() + u64::from(exhausted.resets_in.subsec_nanos() > 0);
         refusal.retry_after = Some(secs.max(1));
-        refusal
-    }
-
-    /// `403`: the use of `secret` toward `host` waited for approval and was denied.
-    pub(crate) fn approval_denied(secret: &str, host: &str, scope: crate::approval::Scope) -> Self {
-        let scope = match scope {
-            crate::approval::Scope::Once => "this request",
-            crate::approval::Scope::Run => "this secret, host and method for the rest of the run",
-        };
-        let mut refusal = Self::new(
-            StatusCode::FORBIDDEN,
-            Code::ApprovalDenied,
-            format!(
-                "sluice held this use of secret {secret} toward {host} for approval (approve:), and the operator denied {scope}"
-            ),
-            Fault::Client,
-        );
-        refusal.secret = Some(secret.to_owned());
-        refusal
-    }
-
-    /// `403`: the use of `secret` toward `host` waited for approval and nobody decided.
-    pub(crate) fn approval_timeout(secret: &str, host: &str, waited: std::time::Duration) -> Self {
-        let mut refusal = Self::new(
-            StatusCode::FORBIDDEN,
-            Code::ApprovalTimeout,
-            format!(
-                "sluice held this use of secret {secret} toward {host} for approval (approve:), and nobody decided within {}s; ask the operator to approve it (sluice approve), then send it again",
-                waited.as_secs()
-            ),
-            Fault::Client,
-        );
-        refusal.secret = Some(secret.to_owned());
-        refusal
-    }
-
-    /// `503`: too many uses wait for approval already (`--max-pending-approvals`).
-    pub(crate) fn approvals_full(secret: &str) -> Self {
-        let mut refusal = Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Code::ApprovalsFull,
-            format!(
-                "this use of secret {secret} needs approval (approve:), and too many requests wait for one already; send it again later"
-            ),
-            Fault::Client,
-        );
-        refusal.secret = Some(secret.to_owned());
         refusal
     }
 

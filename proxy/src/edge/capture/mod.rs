@@ -22,7 +22,7 @@ mod sni;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 
-use sluice_policies::{Reach, normalize_host};
+use sluice_policies::{Denied, Reach, normalize_host};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -91,7 +91,19 @@ async fn serve_captured(stream: TcpStream, names: &Names, shared: Arc<Shared>, s
         port: destination.port(),
     };
     let exchange = Exchange::new(&shared, "CONNECT").host(target.authority());
-    match shared.policy.reach(&target.host, target.port) {
+    let reach = match shared.policy.reach(&target.host, target.port) {
+        // A host that waits for a person's decision (`egress.ask`), as for a CONNECT.
+        Reach::Denied(Denied::NotAllowed { .. })
+            if shared.policy.asks(&target.host, target.port) =>
+        {
+            match crate::edge::ask::hold(&shared, &target).await {
+                Ok(()) => Reach::Intercept,
+                Err(refusal) => return exchange.record_refusal(&refusal),
+            }
+        }
+        reach => reach,
+    };
+    match reach {
         // The same refusal a CONNECT gets; no response can carry it here.
         Reach::Denied(denied) => exchange.record_refusal(&Refusal::host_not_allowed(
             &target.host,
