@@ -743,3 +743,81 @@ curl -s -o /dev/null -w "direct=%{{http_code}}\n" -m 5 --noproxy '*' http://127.
     assert_ne!(direct, "200", "{stdout}");
     assert!(audit(dir.path()).contains("address-blocked"));
 }
+
+/// `egress.ask` in the jail: the resolver answers the asked name, and a client that ignores
+/// the proxy variables is captured and held until a decision (here, for the run, made on
+/// the admin endpoint `sluice run` turned on for it); the next connection goes through
+/// without waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_connection_to_an_asked_host_waits_for_a_decision() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["ask.test"], &[b"http/1.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = upstream.port();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\negress:\n  ask: [ask.test]\n  allow_ips: [\"127.0.0.1/32\"]\n",
+    )
+    .unwrap();
+    let script = format!(
+        "unset {PROXY_AND_CA}; for path in first second; do curl -s -o /dev/null -w \"$path %{{http_code}}\\n\" --noproxy '*' https://ask.test:{port}/$path; done"
+    );
+    let (run_dir, ca) = (dir.path().to_owned(), pki.ca_path());
+    let run = tokio::task::spawn_blocking(move || {
+        Command::new(sluice_bin())
+            .args(["run", "--policy"])
+            .arg(&policy)
+            .arg("--audit-log")
+            .arg(run_dir.join("audit.jsonl"))
+            .arg("--upstream-ca")
+            .arg(ca)
+            .args(["--resolve", "ask.test=127.0.0.1", "--", "sh", "-c", &script])
+            .current_dir(&run_dir)
+            .output()
+            .expect("sluice runs")
+    });
+    // `sluice run` turned the admin endpoint on (egress.ask needs one), its URL here.
+    let url_file = dir.path().join("sluice-admin-url");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let admin = loop {
+        if let Ok(url) = std::fs::read_to_string(&url_file) {
+            break url.trim().trim_start_matches("http://").to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no admin-url");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let (auth, address) = admin.rsplit_once('@').unwrap();
+    let curl = |args: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-s", "-u", auth])
+            .args(args)
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    };
+    let id = loop {
+        let listing = curl(&[&format!("http://{address}/v1/approvals")]);
+        let listing: serde_json::Value = serde_json::from_str(&listing).unwrap_or_default();
+        if let Some(ask) = listing["pending"].get(0) {
+            assert_eq!(ask["kind"], "host", "{listing}");
+            assert_eq!(ask["host"], format!("ask.test:{port}"));
+            break ask["id"].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing waited");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(upstream.records().is_empty(), "reached before a decision");
+    curl(&[
+        "-X",
+        "POST",
+        "--data",
+        r#"{"decision": "allow", "scope": "run"}"#,
+        &format!("http://{address}/v1/approvals/{id}"),
+    ]);
+    let stdout = succeeded(&run.await.unwrap());
+    assert_lines(&stdout, &["first 200", "second 200"]);
+    assert_eq!(upstream.records().len(), 2);
+    let log = audit(dir.path());
+    assert_eq!(log.matches("\"event\":\"approve\"").count(), 1, "{log}");
+}
