@@ -175,7 +175,10 @@ async fn a_held_use_waits_for_its_decision_and_nothing_leaves_before() {
     let sha = hex(Sha256::digest(b"{\"delete\": true}"));
     assert_eq!(ask["body_sha256"], sha);
     assert!(ask["waited_secs"].as_f64().unwrap() >= 0.0);
-    assert!(!ask.to_string().contains(VALUE), "a value in the listing: {ask}");
+    assert!(
+        !ask.to_string().contains(VALUE),
+        "a value in the listing: {ask}"
+    );
     // Held: nothing reached the upstream.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(world.upstream.records().is_empty());

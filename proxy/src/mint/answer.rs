@@ -17,12 +17,30 @@ use crate::body::{self, Body};
 pub(crate) const MAX_TOKEN_REQUEST: usize = 16 * 1024;
 
 /// What a sandbox's token request asks, as far as sluice needs to know.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Default, PartialEq, Eq)]
 pub(crate) struct Asked {
     pub(crate) grant_type: Option<String>,
     pub(crate) refresh_token: Option<String>,
     /// From the body, or the password of `Authorization: Basic`.
     pub(crate) client_secret: Option<String>,
+}
+
+/// The grant, and whether each credential came: they are placeholders when the sandbox
+/// behaves, but it may send anything, a real value among them.
+impl std::fmt::Debug for Asked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let given = |v: &Option<String>| v.as_ref().map(|_| "<given>");
+        // The grants sluice answers, by name; any other word is the sandbox's free text.
+        let grant = self.grant_type.as_deref().map(|g| match g {
+            "refresh_token" | "client_credentials" => g,
+            _ => "<other>",
+        });
+        f.debug_struct("Asked")
+            .field("grant_type", &grant)
+            .field("refresh_token", &given(&self.refresh_token))
+            .field("client_secret", &given(&self.client_secret))
+            .finish()
+    }
 }
 
 /// The placeholders of one minted secret the sandbox holds.
@@ -172,6 +190,23 @@ mod tests {
             map.insert(*k, v.parse().unwrap());
         }
         map
+    }
+
+    #[test]
+    fn what_was_asked_prints_no_credential_and_no_free_text() {
+        let asked = Asked {
+            grant_type: Some("sk-live-not-a-grant".into()),
+            refresh_token: Some("rt-REAL-0123456789".into()),
+            client_secret: Some("cs-REAL-0123456789".into()),
+        };
+        let shown = format!("{asked:?}");
+        for value in ["sk-live-not-a-grant", "rt-REAL", "cs-REAL"] {
+            assert!(!shown.contains(value), "{shown}");
+        }
+        assert!(
+            shown.contains("<given>") && shown.contains("<other>"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -144,10 +144,18 @@ impl MintFailure {
 }
 
 /// The extra field sluice keeps from a token response: an OpenID Connect `id_token`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Default, Deserialize, Serialize)]
 pub(crate) struct IdToken {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     id_token: Option<String>,
+}
+
+/// Whether there is one, never the token (the crate's traits ask for `Debug`).
+impl std::fmt::Debug for IdToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = self.id_token.as_ref().map(|_| "<redacted>");
+        f.debug_struct("IdToken").field("id_token", &shown).finish()
+    }
 }
 
 impl ExtraTokenFields for IdToken {}
