@@ -1,5 +1,5 @@
-//! `sluice-bench soak`, shortened for CI: thirty seconds of mixed load with upstream
-//! faults through a sluice child process. The soak itself checks every invariant (no
+//! `sluice-bench soak`, shortened for CI: sixty seconds of mixed load with upstream
+//! faults, reloads, rotations and long-lived WebSockets through a sluice child process. The soak itself checks every invariant (no
 //! exit or panic, the value only in the granted header toward the granted host and never
 //! back to the client, in stderr or in the audit log, a verified audit chain, flat memory
 //! and descriptors) and exits 1 on any violation; this test runs it with bounds loose
@@ -9,11 +9,11 @@
 use std::process::Command;
 
 #[test]
-fn thirty_seconds_of_faults_leave_sluice_up_leak_free_and_flat() {
+fn sixty_seconds_of_faults_and_change_leave_sluice_up_leak_free_and_flat() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json_path = dir.path().join("soak.json");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
-        .args(["soak", "--secs", "30", "--concurrency", "8"])
+        .args(["soak", "--secs", "60", "--concurrency", "8"])
         // A reload every two seconds, every fifth of an invalid declaration; the value
         // rotated every five.
         .args(["--reload-every", "2", "--rotate-every", "5"])
@@ -59,6 +59,17 @@ fn thirty_seconds_of_faults_leave_sluice_up_leak_free_and_flat() {
     assert!(asked["rotations"].as_u64().unwrap_or(0) >= 4, "{stdout}");
     assert_eq!(asked["rotations_in_force"], asked["rotations"], "{stdout}");
     assert_eq!(summary["stale_swaps"], 0, "{stdout}");
+    // Some rotated and rewrote the declaration in one reload.
+    assert!(
+        asked["rotations_with_declaration"].as_u64().unwrap_or(0) >= 1,
+        "{stdout}"
+    );
+    // The long-lived WebSockets: answered redacted, closed with 1012 by the reloads that
+    // changed something and reopened, never a value.
+    let sockets = &summary["websockets"];
+    assert!(sockets["answers"].as_u64().unwrap_or(0) > 0, "{stdout}");
+    assert!(sockets["restarts"].as_u64().unwrap_or(0) > 0, "{stdout}");
+    assert_eq!(sockets["leaks"], 0, "{stdout}");
     assert!(
         summary["bad_tls_attempts"].as_u64().unwrap_or(0) > 0,
         "sluice never dialled the wrong-certificate upstream: {stdout}"

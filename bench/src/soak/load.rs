@@ -341,7 +341,7 @@ async fn pause() {
 }
 
 /// Why a tunnel could not be opened.
-enum Opened {
+pub(super) enum Opened {
     /// The proxy answered the CONNECT with this status.
     Refused(u16),
     /// Anything else.
@@ -360,21 +360,7 @@ impl std::fmt::Display for Opened {
 /// TCP to sluice, CONNECT, TLS with the run CA, the HTTP handshake.
 async fn open(client: &Client, host: &str, port: u16, proto: Proto) -> Result<Conn, Opened> {
     let failed = |what: &str, e: &dyn std::fmt::Display| Opened::Failed(format!("{what}: {e}"));
-    let mut tcp = TcpStream::connect(client.proxy)
-        .await
-        .map_err(|e| failed("connect", &e))?;
-    let _ = tcp.set_nodelay(true);
-    let authority = format!("{host}:{port}");
-    match crate::load::send_connect(&mut tcp, &authority, Some(&client.proxy_auth)).await {
-        Ok(200) => {}
-        Ok(status) => return Err(Opened::Refused(status)),
-        Err(why) => return Err(Opened::Failed(why)),
-    }
-    let name = ServerName::try_from(host.to_owned()).map_err(|e| failed("server name", &e))?;
-    let tls = TlsConnector::from(client.tls.config(proto))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| failed("TLS inside the tunnel", &e))?;
+    let tls = open_tls(client, host, port, proto).await?;
     let io = TokioIo::new(tls);
     Ok(match proto {
         Proto::H1 => {
@@ -392,6 +378,31 @@ async fn open(client: &Client, host: &str, port: u16, proto: Proto) -> Result<Co
             Conn::H2(send)
         }
     })
+}
+
+/// TCP to sluice, CONNECT, TLS with the run CA (offering `proto`).
+pub(super) async fn open_tls(
+    client: &Client,
+    host: &str,
+    port: u16,
+    proto: Proto,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Opened> {
+    let failed = |what: &str, e: &dyn std::fmt::Display| Opened::Failed(format!("{what}: {e}"));
+    let mut tcp = TcpStream::connect(client.proxy)
+        .await
+        .map_err(|e| failed("connect", &e))?;
+    let _ = tcp.set_nodelay(true);
+    let authority = format!("{host}:{port}");
+    match crate::load::send_connect(&mut tcp, &authority, Some(&client.proxy_auth)).await {
+        Ok(200) => {}
+        Ok(status) => return Err(Opened::Refused(status)),
+        Err(why) => return Err(Opened::Failed(why)),
+    }
+    let name = ServerName::try_from(host.to_owned()).map_err(|e| failed("server name", &e))?;
+    TlsConnector::from(client.tls.config(proto))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| failed("TLS inside the tunnel", &e))
 }
 
 /// What came back.

@@ -25,6 +25,7 @@ mod load;
 mod reload;
 mod upstream;
 mod values;
+mod websocket;
 
 use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
@@ -78,6 +79,11 @@ pub(crate) struct SoakArgs {
     /// then `SIGHUP` [default: never].
     #[arg(long, value_name = "SECS")]
     rotate_every: Option<f64>,
+    /// WebSockets held open for the whole run beside the load, each asking every 100 ms
+    /// for every value (which must come back redacted), reconnecting when a reload closes
+    /// it with 1012.
+    #[arg(long, default_value_t = 2)]
+    websockets: usize,
 }
 
 /// One reading of sluice's process.
@@ -116,6 +122,7 @@ struct Summary {
     concurrency: usize,
     requests: u64,
     unexpected: u64,
+    websockets: websocket::WsTally,
     h1_requests: u64,
     h2_requests: u64,
     tunnels: u64,
@@ -244,6 +251,12 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let mut violations = Vec::new();
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
+    let sockets = tokio::spawn(websocket::run(
+        client.clone(),
+        args.websockets,
+        started + Duration::from_secs(secs),
+        stop.clone(),
+    ));
     let load = tokio::spawn(load::run(
         client,
         concurrency,
@@ -299,6 +312,9 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         }
     }
     let tally = load.await.map_err(|e| BenchError::peer("soak load", e))?;
+    let sockets = sockets
+        .await
+        .map_err(|e| BenchError::peer("soak websockets", e))?;
     let reloads_asked = reloads
         .await
         .map_err(|e| BenchError::peer("soak reloads", e))?;
@@ -318,6 +334,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         ..Summary::default()
     };
     judge_load(&tally, args, &mut summary, &mut violations);
+    judge_websockets(sockets, args, &mut summary, &mut violations);
     judge_upstream(&upstreams.record, &mut summary, &mut violations);
     let every_value = values.all();
     judge_audit(
@@ -405,6 +422,37 @@ impl<'a> StderrWatch<'a> {
             None
         }
     }
+}
+
+/// The long-lived WebSockets: no value in an answer, and no end but a reload's `1012`
+/// (bar the share of unexpected answers the load is allowed).
+fn judge_websockets(
+    sockets: websocket::WsTally,
+    args: &SoakArgs,
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    if sockets.leaks > 0 {
+        violations.push(format!(
+            "{} WebSocket answers held a real value",
+            sockets.leaks
+        ));
+    }
+    if args.websockets > 0 && sockets.answers == 0 {
+        violations.push(format!(
+            "no WebSocket answer came back redacted ({} unexpected: {:?})",
+            sockets.unexpected, sockets.reasons
+        ));
+    }
+    let asked = sockets.answers + sockets.unexpected;
+    let percent = 100.0 * sockets.unexpected as f64 / asked.max(1) as f64;
+    if percent > args.max_unexpected_percent {
+        violations.push(format!(
+            "{} of {asked} WebSocket questions ({percent:.2}%) ended otherwise than answered or restarted by a reload: {:?}",
+            sockets.unexpected, sockets.reasons
+        ));
+    }
+    summary.websockets = sockets;
 }
 
 fn judge_load(tally: &Tally, args: &SoakArgs, summary: &mut Summary, violations: &mut Vec<String>) {
@@ -590,6 +638,15 @@ fn text(summary: &Summary) -> String {
         for reason in &counts.reasons {
             let _ = writeln!(out, "      e.g. {reason}");
         }
+    }
+    let ws = &summary.websockets;
+    let _ = writeln!(
+        out,
+        "  websockets: {} opened, {} answers redacted, {} closed with 1012 by a reload and reopened, {} unexpected, {} leaks",
+        ws.opened, ws.answers, ws.restarts, ws.unexpected, ws.leaks
+    );
+    for reason in &ws.reasons {
+        let _ = writeln!(out, "      e.g. {reason}");
     }
     let _ = writeln!(
         out,

@@ -21,6 +21,7 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -50,6 +51,8 @@ const CHUNK: usize = 16 * 1024;
 pub(crate) const OK_BODY: &[u8] = b"{\"status\":\"ok\",\"items\":[1,2,3]}\n";
 /// The path of requests sluice must refuse; one that arrives is counted.
 pub(crate) const REFUSED_PATH: &str = "/must-be-refused";
+/// The WebSocket that answers each message with every value sluice has been given.
+pub(crate) const WS_PATH: &str = "/ws";
 /// The most leak descriptions kept (all are counted).
 const KEPT_LEAKS: usize = 20;
 
@@ -70,6 +73,8 @@ pub(crate) struct Record {
     pub(crate) bad_tls_attempts: AtomicU64,
     /// Handshakes the bad-TLS listener completed (sluice must abort each).
     pub(crate) bad_tls_handshakes: AtomicU64,
+    /// WebSocket handshakes answered (`/ws`).
+    pub(crate) websockets: AtomicU64,
     /// Leaks: how many, and the first few described (never with the value).
     pub(crate) leak_count: AtomicU64,
     /// The first few leaks, described.
@@ -193,6 +198,9 @@ fn request_host(parts: &http::request::Parts) -> String {
 async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response<SoakBody> {
     let record = &state.record;
     record.requests.fetch_add(1, Ordering::Relaxed);
+    if request.uri().path() == WS_PATH {
+        return websocket(request, state);
+    }
     let (parts, incoming) = request.into_parts();
     let host = request_host(&parts);
     let snapshot = state.values.snapshot();
@@ -332,6 +340,70 @@ fn filler(len: usize) -> Bytes {
         .take(len)
         .collect::<Vec<u8>>()
         .into()
+}
+
+/// `/ws`: a WebSocket on which every message the client sends is answered with every value
+/// sluice has been given (current and retired), which sluice must redact on the way back;
+/// a request that is not a WebSocket handshake gets `400`.
+fn websocket(mut request: Request<Incoming>, state: &State) -> Response<SoakBody> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{Message, handshake::derive_accept_key, protocol::Role};
+    let Some(key) = request.headers().get("sec-websocket-key") else {
+        let mut refused = Response::new(body::full("not a WebSocket handshake\n"));
+        *refused.status_mut() = StatusCode::BAD_REQUEST;
+        return refused;
+    };
+    state.record.websockets.fetch_add(1, Ordering::Relaxed);
+    // Its handshake carried the placeholder in `Authorization`, swapped like any request's.
+    let snapshot = state.values.snapshot();
+    let bearer = request.headers().get(http::header::AUTHORIZATION);
+    if bearer.is_some_and(|b| snapshot.all.iter().any(|v| body::contains(b.as_bytes(), v))) {
+        state.record.swaps.fetch_add(1, Ordering::Relaxed);
+    }
+    let accept = derive_accept_key(key.as_bytes());
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    let values = state.values.clone();
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(message)) = ws.next().await {
+            match message {
+                Message::Text(_) | Message::Binary(_) => {}
+                Message::Close(_) => break,
+                _ => continue,
+            }
+            let snapshot = values.snapshot();
+            let known = &snapshot.all[..snapshot.known_to_sluice];
+            let text: Vec<String> = known
+                .iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect();
+            let reply = Message::text(format!("values: {}", text.join(" ")));
+            if ws.send(reply).await.is_err() {
+                return;
+            }
+        }
+        let _ = ws.close(None).await;
+    });
+    let mut response = Response::new(body::empty());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("upgrade"),
+    );
+    headers.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(accept) = HeaderValue::from_str(&accept) {
+        headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    response
 }
 
 /// The value in two response headers and, split across chunks, three times in the body:
