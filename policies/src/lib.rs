@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod approve;
 mod budget;
 mod command;
 pub mod credentials;
@@ -57,6 +58,7 @@ pub mod shape;
 mod source;
 mod validate;
 
+pub use approve::Approve;
 pub use budget::{BudgetLedger, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
 pub use error::{
@@ -72,8 +74,8 @@ pub use mint::{
     mint_part_name,
 };
 pub use model::{
-    Approve, Budget, Literal, Location, MintPart, Place, PlaceholderForm, SecretDecl, SignKind,
-    SignerDecl, SigningPart, Sink, Source, part_secret_name, placeholder_name,
+    Budget, Literal, Location, MintPart, Place, PlaceholderForm, SecretDecl, SignKind, SignerDecl,
+    SigningPart, Sink, Source, part_secret_name, placeholder_name,
 };
 pub use pin::SpkiPin;
 pub use placeholder::{NONCE_BYTES, Placeholders};

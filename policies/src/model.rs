@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use zeroize::Zeroizing;
 
+use crate::approve::Approve;
 use crate::host::HostPattern;
 use crate::pin::SpkiPin;
 use crate::rules::RequestRules;
@@ -582,42 +583,6 @@ impl fmt::Display for Budget {
             self.requests,
             humantime::format_duration(self.per)
         )
-    }
-}
-
-/// A secret's `approve:`: which of its uses wait for a person's decision.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Approve {
-    /// `approve: all`: every use.
-    All,
-    /// `approve: [POST, DELETE]`: uses with these methods (upper case, each once).
-    Methods(Vec<String>),
-}
-
-impl Approve {
-    /// Whether a use with `method` waits.
-    ///
-    /// ```
-    /// use sluice_policies::Approve;
-    /// let writes = Approve::Methods(vec!["POST".into(), "DELETE".into()]);
-    /// assert!(writes.covers("DELETE"));
-    /// assert!(!writes.covers("GET"));
-    /// assert!(Approve::All.covers("GET"));
-    /// ```
-    pub fn covers(&self, method: &str) -> bool {
-        match self {
-            Approve::All => true,
-            Approve::Methods(methods) => methods.iter().any(|m| m == method),
-        }
-    }
-}
-
-impl fmt::Display for Approve {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Approve::All => f.write_str("all uses"),
-            Approve::Methods(methods) => write!(f, "{}", methods.join(", ")),
-        }
     }
 }
 

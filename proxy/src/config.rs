@@ -112,7 +112,7 @@ pub struct ProxyConfig {
     /// `NO_PROXY` goes through it (`CONNECT`, then TLS to the origin end to end).
     pub upstream_proxy: Option<crate::upstream::via::UpstreamProxy>,
     /// Where each use that starts waiting for approval is POSTed (`--approval-webhook`).
-    pub approval_webhook: Option<crate::ops::webhook::Webhook>,
+    pub approval_webhook: Option<Webhook>,
     /// What a reloaded declaration may not ask for, given how the proxy was started (a
     /// launcher's command already holds its environment): `Err` refuses the reload with its
     /// words. None: every declaration `check` passes is put in force.
@@ -168,3 +168,48 @@ pub fn default_workers() -> usize {
 /// A check of a reloaded declaration before it is built ([`ProxyConfig::reload_gate`]).
 pub type ReloadGate =
     std::sync::Arc<dyn Fn(&sluice_policies::Policy) -> Result<(), String> + Send + Sync>;
+
+/// Where the approval webhook is (`--approval-webhook`): `http://HOST:PORT/PATH`; what it is
+/// sent and what it may answer is `ops::webhook`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Webhook {
+    /// `HOST:PORT`, as dialled and sent in `Host`.
+    pub(crate) authority: String,
+    /// The path (and query) POSTed to.
+    pub(crate) path: String,
+}
+
+impl Webhook {
+    /// Parses `http://HOST[:PORT][/PATH]`.
+    ///
+    /// # Errors
+    ///
+    /// A URL that is not `http://` with a host (`https://` is not taken yet: put the
+    /// webhook, or a relay to it, on loopback).
+    ///
+    /// ```
+    /// use sluice_proxy::Webhook;
+    /// assert!(Webhook::parse("http://127.0.0.1:9000/decide").is_ok());
+    /// assert!(Webhook::parse("https://approvals.example/decide").is_err());
+    /// ```
+    pub fn parse(url: &str) -> Result<Webhook, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("--approval-webhook {url:?}: {e}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(format!(
+                "--approval-webhook {url:?}: write an http:// URL (https:// is not taken yet; put the webhook, or a relay to it, on loopback)"
+            ));
+        }
+        let authority = uri
+            .authority()
+            .filter(|a| !a.host().is_empty() && !a.as_str().contains('@'))
+            .ok_or_else(|| format!("--approval-webhook {url:?}: no host, or credentials in it"))?;
+        let authority = match authority.port_u16() {
+            Some(_) => authority.to_string(),
+            None => format!("{}:80", authority.host()),
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        Ok(Webhook { authority, path })
+    }
+}

@@ -85,10 +85,9 @@ mod upstream;
 #[cfg(test)]
 mod testing;
 
-pub use config::{Limits, ProxyConfig, ReloadGate, default_workers};
+pub use config::{Limits, ProxyConfig, ReloadGate, Webhook, default_workers};
 
 pub use ops::admin::USER as ADMIN_USER;
-pub use ops::webhook::Webhook;
 pub use server::{GuardInForce, Proxy, ReloadError, StartError, start};
 pub use upstream::Timeouts;
 pub use upstream::via::{UpstreamProxy, UpstreamProxyError};

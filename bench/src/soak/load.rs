@@ -15,13 +15,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request};
 use http_body_util::BodyExt;
-use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls_pki_types::ServerName;
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 use super::body::{self, SoakBody};
+use super::tunnel::{Conn, Opened, open};
 use super::upstream::{
     BAD_TLS_HOST, GRANTED_HOST, OK_BODY, REFUSED_PATH, STREAM_BYTES, TUNNEL_HEADER, UNGRANTED_HOST,
 };
@@ -255,12 +251,6 @@ impl Dice {
     }
 }
 
-/// One open connection through a tunnel.
-enum Conn {
-    H1(http1::SendRequest<SoakBody>),
-    H2(http2::SendRequest<SoakBody>),
-}
-
 async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<AtomicBool>) -> Tally {
     let mut tally = Tally::default();
     let mut dice = Dice(0x9e37_79b9_7f4a_7c15 ^ (id + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
@@ -338,71 +328,6 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
 /// A short pause after a failure, so a broken proxy is not hammered in a tight loop.
 async fn pause() {
     tokio::time::sleep(Duration::from_millis(20)).await;
-}
-
-/// Why a tunnel could not be opened.
-pub(super) enum Opened {
-    /// The proxy answered the CONNECT with this status.
-    Refused(u16),
-    /// Anything else.
-    Failed(String),
-}
-
-impl std::fmt::Display for Opened {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Refused(status) => write!(f, "CONNECT answered {status}"),
-            Self::Failed(why) => f.write_str(why),
-        }
-    }
-}
-
-/// TCP to sluice, CONNECT, TLS with the run CA, the HTTP handshake.
-async fn open(client: &Client, host: &str, port: u16, proto: Proto) -> Result<Conn, Opened> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| Opened::Failed(format!("{what}: {e}"));
-    let tls = open_tls(client, host, port, proto).await?;
-    let io = TokioIo::new(tls);
-    Ok(match proto {
-        Proto::H1 => {
-            let (send, conn) = http1::handshake(io)
-                .await
-                .map_err(|e| failed("HTTP/1.1 handshake", &e))?;
-            tokio::spawn(conn);
-            Conn::H1(send)
-        }
-        Proto::H2 => {
-            let (send, conn) = http2::handshake(TokioExecutor::new(), io)
-                .await
-                .map_err(|e| failed("HTTP/2 handshake", &e))?;
-            tokio::spawn(conn);
-            Conn::H2(send)
-        }
-    })
-}
-
-/// TCP to sluice, CONNECT, TLS with the run CA (offering `proto`).
-pub(super) async fn open_tls(
-    client: &Client,
-    host: &str,
-    port: u16,
-    proto: Proto,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Opened> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| Opened::Failed(format!("{what}: {e}"));
-    let mut tcp = TcpStream::connect(client.proxy)
-        .await
-        .map_err(|e| failed("connect", &e))?;
-    let _ = tcp.set_nodelay(true);
-    let authority = format!("{host}:{port}");
-    match crate::load::send_connect(&mut tcp, &authority, Some(&client.proxy_auth)).await {
-        Ok(200) => {}
-        Ok(status) => return Err(Opened::Refused(status)),
-        Err(why) => return Err(Opened::Failed(why)),
-    }
-    let name = ServerName::try_from(host.to_owned()).map_err(|e| failed("server name", &e))?;
-    TlsConnector::from(client.tls.config(proto))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| failed("TLS inside the tunnel", &e))
 }
 
 /// What came back.

@@ -19,7 +19,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::body;
-use super::load::{Client, open_tls};
+use super::load::Client;
+use super::tunnel::open_tls;
 use super::upstream::{GRANTED_HOST, WS_PATH};
 use crate::pki::Proto;
 

@@ -4,8 +4,8 @@
 use serde_saphyr::Spanned;
 
 use super::Ctx;
+use crate::approve::Approve;
 use crate::error::{ApproveProblem, Problem};
-use crate::model::Approve;
 use crate::raw::RawApprove;
 
 /// The methods a request to an upstream can carry (CONNECT is sluice's own).

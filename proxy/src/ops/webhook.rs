@@ -23,6 +23,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 
 use crate::approval::{Decision, Listed, Scope, Verdict};
+use crate::config::Webhook;
 use crate::ops::control::Control;
 
 /// How long one call may take, connection to answer.
@@ -30,50 +31,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The largest answer read.
 const MAX_ANSWER: usize = 4096;
-
-/// Where the webhook is: `http://HOST:PORT/PATH`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Webhook {
-    /// `HOST:PORT`, as dialled and sent in `Host`.
-    authority: String,
-    /// The path (and query) POSTed to.
-    path: String,
-}
-
-impl Webhook {
-    /// Parses `http://HOST[:PORT][/PATH]`.
-    ///
-    /// # Errors
-    ///
-    /// A URL that is not `http://` with a host (`https://` is not taken yet: put the
-    /// webhook, or a relay to it, on loopback).
-    ///
-    /// ```
-    /// use sluice_proxy::Webhook;
-    /// assert!(Webhook::parse("http://127.0.0.1:9000/decide").is_ok());
-    /// assert!(Webhook::parse("https://approvals.example/decide").is_err());
-    /// ```
-    pub fn parse(url: &str) -> Result<Webhook, String> {
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e| format!("--approval-webhook {url:?}: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(format!(
-                "--approval-webhook {url:?}: write an http:// URL (https:// is not taken yet; put the webhook, or a relay to it, on loopback)"
-            ));
-        }
-        let authority = uri
-            .authority()
-            .filter(|a| !a.host().is_empty() && !a.as_str().contains('@'))
-            .ok_or_else(|| format!("--approval-webhook {url:?}: no host, or credentials in it"))?;
-        let authority = match authority.port_u16() {
-            Some(_) => authority.to_string(),
-            None => format!("{}:80", authority.host()),
-        };
-        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-        Ok(Webhook { authority, path })
-    }
-}
 
 /// Calls `webhook` for each use that starts waiting, from now on.
 pub(crate) fn start(control: &Arc<Control>, webhook: Webhook) {

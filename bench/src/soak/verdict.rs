@@ -1,0 +1,305 @@
+//! What the soak concludes from what it saw, and how it says it: each judge adds its
+//! figures to the [`Summary`] and a line to the violations for every invariant broken;
+//! [`text`] is the report printed at the end.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use super::body::StreamScan;
+use super::load::{Kind, Tally};
+use super::{Range, Sample, SoakArgs, Summary, upstream, websocket};
+
+/// The long-lived WebSockets: no value in an answer, and no end but a reload's `1012`
+/// (bar the share of unexpected answers the load is allowed).
+pub(super) fn judge_websockets(
+    sockets: websocket::WsTally,
+    args: &SoakArgs,
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    if sockets.leaks > 0 {
+        violations.push(format!(
+            "{} WebSocket answers held a real value",
+            sockets.leaks
+        ));
+    }
+    if args.websockets > 0 && sockets.answers == 0 {
+        violations.push(format!(
+            "no WebSocket answer came back redacted ({} unexpected: {:?})",
+            sockets.unexpected, sockets.reasons
+        ));
+    }
+    let asked = sockets.answers + sockets.unexpected;
+    let percent = 100.0 * sockets.unexpected as f64 / asked.max(1) as f64;
+    if percent > args.max_unexpected_percent {
+        violations.push(format!(
+            "{} of {asked} WebSocket questions ({percent:.2}%) ended otherwise than answered or restarted by a reload: {:?}",
+            sockets.unexpected, sockets.reasons
+        ));
+    }
+    summary.websockets = sockets;
+}
+
+pub(super) fn judge_load(
+    tally: &Tally,
+    args: &SoakArgs,
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    summary.requests = tally.total();
+    summary.unexpected = tally.unexpected();
+    summary.h1_requests = tally.h1;
+    summary.h2_requests = tally.h2;
+    summary.tunnels = tally.tunnels;
+    summary.resent = tally.resent;
+    for kind in Kind::all() {
+        let counts = tally.kinds.get(&kind).cloned().unwrap_or_default();
+        if counts.expected == 0 {
+            violations.push(format!(
+                "no {} request got what it must ({} unexpected: {:?})",
+                kind.name(),
+                counts.unexpected,
+                counts.reasons
+            ));
+        }
+        summary.kinds.push((kind.name().to_owned(), counts));
+    }
+    let percent = 100.0 * summary.unexpected as f64 / summary.requests.max(1) as f64;
+    if percent > args.max_unexpected_percent {
+        violations.push(format!(
+            "{} of {} requests ({percent:.2}%) got something other than their kind requires, over the {}% allowed",
+            summary.unexpected, summary.requests, args.max_unexpected_percent
+        ));
+    }
+    for leak in tally.leaks.iter().take(10) {
+        violations.push(format!("the client received the real value: {leak}"));
+    }
+}
+
+pub(super) fn judge_upstream(
+    record: &upstream::Record,
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+    summary.upstream_requests = load(&record.requests);
+    summary.upstream_swaps = load(&record.swaps);
+    summary.retired_swaps = load(&record.retired_swaps);
+    summary.stale_swaps = load(&record.stale_swaps);
+    if summary.stale_swaps > 0 {
+        violations.push(format!(
+            "a rotated-out value reached the upstream {} times on tunnels opened after its rotation was in force",
+            summary.stale_swaps
+        ));
+    }
+    summary.bad_tls_attempts = load(&record.bad_tls_attempts);
+    let leaks = load(&record.leak_count);
+    if leaks > 0 {
+        let described = record.leaks.lock().unwrap_or_else(|e| e.into_inner());
+        violations.push(format!(
+            "the real value reached the upstream {leaks} times outside the granted header: {}",
+            described.join("; ")
+        ));
+    }
+    if summary.upstream_swaps == 0 {
+        violations.push("the upstream never saw a swapped header".to_owned());
+    }
+    let arrived = load(&record.refused_arrived);
+    if arrived > 0 {
+        violations.push(format!(
+            "{arrived} requests that sluice must refuse reached the upstream"
+        ));
+    }
+    let handshakes = load(&record.bad_tls_handshakes);
+    if handshakes > 0 {
+        violations.push(format!(
+            "sluice completed {handshakes} handshakes with the upstream whose certificate names another host"
+        ));
+    }
+}
+
+pub(super) fn judge_audit(
+    path: &Path,
+    values: &[Vec<u8>],
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    match sluice_audit::verify(path) {
+        Ok(verified) => {
+            summary.audit_events = verified.lines;
+            summary.audit_swaps = verified.counts.swap;
+            summary.audit_refusals = verified.counts.refuse;
+            summary.audit_redactions = verified.counts.redact;
+            if !verified.complete {
+                violations.push("the audit log has no stop record".to_owned());
+            }
+            if verified.counts.refuse == 0 || verified.counts.swap == 0 {
+                violations.push(format!(
+                    "the audit log records {} swaps and {} refusals; expected both",
+                    verified.counts.swap, verified.counts.refuse
+                ));
+            }
+        }
+        Err(e) => violations.push(format!("`sluice audit verify` fails: {e}")),
+    }
+    let mut scans: Vec<StreamScan> = values.iter().map(|v| StreamScan::new(v)).collect();
+    match std::fs::File::open(path) {
+        Ok(mut file) => {
+            let mut buf = vec![0u8; 1 << 20];
+            while let Ok(n) = file.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                scans.iter_mut().for_each(|scan| scan.push(&buf[..n]));
+            }
+            if scans.iter().any(StreamScan::found) {
+                violations.push("the real value appeared in the audit log".to_owned());
+            }
+        }
+        Err(e) => violations.push(format!("cannot read the audit log: {e}")),
+    }
+}
+
+pub(super) fn judge_resources(
+    samples: &[Sample],
+    secs: u64,
+    concurrency: usize,
+    args: &SoakArgs,
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    let warmup = secs as f64 * 0.2;
+    let (warm, after): (Vec<Sample>, Vec<Sample>) = samples.iter().partition(|s| s.at_s < warmup);
+    let range = |set: &[Sample], f: fn(&Sample) -> u64| Range::of(set.iter().map(f));
+    let (Some(rss_warm), Some(fds_warm), Some(rss_after), Some(fds_after)) = (
+        range(&warm, |s| s.rss_kib),
+        range(&warm, |s| s.fds),
+        range(&after, |s| s.rss_kib),
+        range(&after, |s| s.fds),
+    ) else {
+        violations.push(format!(
+            "too few samples of sluice's memory and descriptors ({} in {secs} s)",
+            samples.len()
+        ));
+        return;
+    };
+    summary.rss_warmup_kib = rss_warm;
+    summary.rss_after_kib = rss_after;
+    summary.fds_warmup = fds_warm;
+    summary.fds_after = fds_after;
+    summary.rss_bound_kib = rss_warm.max + args.rss_growth_mib * 1024;
+    summary.fd_bound = fds_warm.max + args.fd_slack.unwrap_or(2 * concurrency as u64);
+    if rss_after.max > summary.rss_bound_kib {
+        violations.push(format!(
+            "resident memory grew to {} KiB after the warm-up, over the bound of {} KiB (warm-up peak + {} MiB)",
+            rss_after.max, summary.rss_bound_kib, args.rss_growth_mib
+        ));
+    }
+    if fds_after.max > summary.fd_bound {
+        violations.push(format!(
+            "open descriptors grew to {} after the warm-up, over the bound of {} (warm-up peak {} + slack)",
+            fds_after.max, summary.fd_bound, fds_warm.max
+        ));
+    }
+}
+
+/// The summary as a short text.
+pub(super) fn text(summary: &Summary) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "sluice soak: {:.0} s at concurrency {}: {} requests ({} HTTP/1.1, {} HTTP/2) on {} new tunnels, {} unexpected",
+        summary.secs,
+        summary.concurrency,
+        summary.requests,
+        summary.h1_requests,
+        summary.h2_requests,
+        summary.tunnels,
+        summary.unexpected
+    );
+    let _ = writeln!(
+        out,
+        "  {:<24} {:>10} {:>10}",
+        "kind", "as-required", "unexpected"
+    );
+    for (name, counts) in &summary.kinds {
+        let _ = writeln!(
+            out,
+            "  {name:<24} {:>10} {:>10}",
+            counts.expected, counts.unexpected
+        );
+        for reason in &counts.reasons {
+            let _ = writeln!(out, "      e.g. {reason}");
+        }
+    }
+    let ws = &summary.websockets;
+    let _ = writeln!(
+        out,
+        "  websockets: {} opened, {} answers redacted, {} closed with 1012 by a reload and reopened, {} unexpected, {} leaks",
+        ws.opened, ws.answers, ws.restarts, ws.unexpected, ws.leaks
+    );
+    for reason in &ws.reasons {
+        let _ = writeln!(out, "      e.g. {reason}");
+    }
+    let _ = writeln!(
+        out,
+        "  upstream: {} requests, {} with the value swapped in; {} connections to the wrong-certificate upstream, none completed",
+        summary.upstream_requests, summary.upstream_swaps, summary.bad_tls_attempts
+    );
+    let _ = writeln!(
+        out,
+        "  audit log: {} events ({} swaps, {} refusals, {} redactions)",
+        summary.audit_events, summary.audit_swaps, summary.audit_refusals, summary.audit_redactions
+    );
+    let asked = summary.reloads_asked;
+    if asked.valid + asked.invalid > 0 {
+        let _ = writeln!(
+            out,
+            "  reloads: {} valid (in force: {}), {} invalid (refused, the declaration kept: {}); {} requests sent again on a new tunnel after sluice closed a kept-alive one",
+            asked.valid,
+            summary.reloads_in_force,
+            asked.invalid,
+            summary.reloads_refused,
+            summary.resent
+        );
+        let _ = writeln!(
+            out,
+            "  rotations: {} (in force: {}; {} with the declaration rewritten in the same reload); the old value swapped {} times on tunnels opened before its rotation, {} after",
+            asked.rotations,
+            asked.rotations_in_force,
+            asked.rotations_with_declaration,
+            summary.retired_swaps,
+            summary.stale_swaps
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  RSS KiB: warm-up {}..{}, after {}..{} (bound {})",
+        summary.rss_warmup_kib.min,
+        summary.rss_warmup_kib.max,
+        summary.rss_after_kib.min,
+        summary.rss_after_kib.max,
+        summary.rss_bound_kib
+    );
+    let _ = writeln!(
+        out,
+        "  open fds: warm-up {}..{}, after {}..{} (bound {})",
+        summary.fds_warmup.min,
+        summary.fds_warmup.max,
+        summary.fds_after.min,
+        summary.fds_after.max,
+        summary.fd_bound
+    );
+    if summary.violations.is_empty() {
+        let _ = write!(out, "  verdict: PASS");
+    } else {
+        let _ = write!(
+            out,
+            "  verdict: FAIL ({} violations)",
+            summary.violations.len()
+        );
+    }
+    out
+}
