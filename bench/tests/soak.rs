@@ -1,5 +1,6 @@
 //! `sluice-bench soak`, shortened for CI: sixty seconds of mixed load with upstream
-//! faults, reloads, rotations and long-lived WebSockets through a sluice child process. The soak itself checks every invariant (no
+//! faults, reloads, rotations, long-lived WebSockets and HTTP/2 tunnels through a sluice
+//! child process. The soak itself checks every invariant (no
 //! exit or panic, the value only in the granted header toward the granted host and never
 //! back to the client, in stderr or in the audit log, a verified audit chain, flat memory
 //! and descriptors) and exits 1 on any violation; this test runs it with bounds loose
@@ -70,6 +71,12 @@ fn sixty_seconds_of_faults_and_change_leave_sluice_up_leak_free_and_flat() {
     assert!(sockets["answers"].as_u64().unwrap_or(0) > 0, "{stdout}");
     assert!(sockets["restarts"].as_u64().unwrap_or(0) > 0, "{stdout}");
     assert_eq!(sockets["leaks"], 0, "{stdout}");
+    // The held HTTP/2 tunnels: answered redacted, sent GOAWAY by the reloads that changed
+    // the declaration and reopened, never a value.
+    let held = &summary["held_tunnels"];
+    assert!(held["answers"].as_u64().unwrap_or(0) > 0, "{stdout}");
+    assert!(held["goaways"].as_u64().unwrap_or(0) > 0, "{stdout}");
+    assert_eq!(held["leaks"], serde_json::json!([]), "{stdout}");
     assert!(
         summary["bad_tls_attempts"].as_u64().unwrap_or(0) > 0,
         "sluice never dialled the wrong-certificate upstream: {stdout}"

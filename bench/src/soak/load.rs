@@ -340,7 +340,7 @@ struct Seen {
 
 /// Sends one request of `kind`, judges the answer; returns the verdict and whether the
 /// connection may carry another request.
-async fn one(
+pub(super) async fn one(
     client: &Client,
     conn: &mut Conn,
     opened: u64,
@@ -451,9 +451,18 @@ fn request(client: &Client, conn: &Conn, opened: u64, kind: Kind) -> Request<Soa
     })
 }
 
+/// Whether `e` is a stream a server's graceful `GOAWAY` (`NO_ERROR`) left untaken.
+fn untaken_by_goaway(e: &hyper::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|source| source.downcast_ref::<h2::Error>())
+        .is_some_and(|h2| {
+            h2.is_go_away() && h2.is_remote() && h2.reason() == Some(h2::Reason::NO_ERROR)
+        })
+}
+
 /// How an exchange whose request never went out (its connection had closed, or closed as
 /// it was about to be written) begins.
-const NOT_SENT: &str = "not ready";
+pub(super) const NOT_SENT: &str = "not ready";
 
 async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, String> {
     let response = match conn {
@@ -467,8 +476,10 @@ async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, S
         }
     }
     // Canceled: the connection closed before the request was written (hyper keeps it).
+    // Or an HTTP/2 server's graceful GOAWAY that did not take the stream: it was never
+    // processed, and a client sends it again on a new connection (RFC 9113 §6.8).
     .map_err(|e| {
-        if e.is_canceled() {
+        if e.is_canceled() || untaken_by_goaway(&e) {
             format!("{NOT_SENT}: {e}")
         } else {
             format!("request: {e}")

@@ -21,6 +21,7 @@
 //! It never dials or listens beyond loopback.
 
 mod body;
+mod held;
 mod load;
 mod reload;
 mod tunnel;
@@ -46,7 +47,9 @@ use crate::upstream::TOKEN_VAR;
 use body::StreamScan;
 use load::{Client, KindTally};
 use upstream::{BAD_TLS_HOST, GRANTED_HOST, UNGRANTED_HOST};
-use verdict::{judge_audit, judge_load, judge_resources, judge_upstream, judge_websockets, text};
+use verdict::{
+    judge_audit, judge_held, judge_load, judge_resources, judge_upstream, judge_websockets, text,
+};
 
 /// What `sluice-bench soak` takes.
 #[derive(Debug, clap::Args)]
@@ -87,6 +90,10 @@ pub(crate) struct SoakArgs {
     /// it with 1012.
     #[arg(long, default_value_t = 2)]
     websockets: usize,
+    /// HTTP/2 tunnels held open for the whole run beside the load, each asking `/echo`
+    /// every 100 ms (redacted answers required), reopened when a reload sends GOAWAY.
+    #[arg(long, default_value_t = 2)]
+    held_tunnels: usize,
 }
 
 /// One reading of sluice's process.
@@ -126,6 +133,7 @@ struct Summary {
     requests: u64,
     unexpected: u64,
     websockets: websocket::WsTally,
+    held_tunnels: held::HeldTally,
     h1_requests: u64,
     h2_requests: u64,
     tunnels: u64,
@@ -254,6 +262,12 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let mut violations = Vec::new();
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
+    let held = tokio::spawn(held::run(
+        client.clone(),
+        args.held_tunnels,
+        started + Duration::from_secs(secs),
+        stop.clone(),
+    ));
     let sockets = tokio::spawn(websocket::run(
         client.clone(),
         args.websockets,
@@ -318,6 +332,9 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let sockets = sockets
         .await
         .map_err(|e| BenchError::peer("soak websockets", e))?;
+    let held = held
+        .await
+        .map_err(|e| BenchError::peer("soak held tunnels", e))?;
     let reloads_asked = reloads
         .await
         .map_err(|e| BenchError::peer("soak reloads", e))?;
@@ -338,6 +355,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     };
     judge_load(&tally, args, &mut summary, &mut violations);
     judge_websockets(sockets, args, &mut summary, &mut violations);
+    judge_held(held, args, &mut summary, &mut violations);
     judge_upstream(&upstreams.record, &mut summary, &mut violations);
     let every_value = values.all();
     judge_audit(

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::body::StreamScan;
 use super::load::{Kind, Tally};
-use super::{Range, Sample, SoakArgs, Summary, upstream, websocket};
+use super::{Range, Sample, SoakArgs, Summary, held, upstream, websocket};
 
 /// The long-lived WebSockets: no value in an answer, and no end but a reload's `1012`
 /// (bar the share of unexpected answers the load is allowed).
@@ -39,6 +39,36 @@ pub(super) fn judge_websockets(
         ));
     }
     summary.websockets = sockets;
+}
+
+/// The held HTTP/2 tunnels: no value in an answer, and no failure but a `GOAWAY` that
+/// left a request untaken (bar the share of unexpected answers the load is allowed).
+pub(super) fn judge_held(
+    tunnels: held::HeldTally,
+    args: &SoakArgs,
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    for leak in tunnels.leaks.iter().take(10) {
+        violations.push(format!(
+            "a held HTTP/2 tunnel received the real value: {leak}"
+        ));
+    }
+    if args.held_tunnels > 0 && tunnels.answers == 0 {
+        violations.push(format!(
+            "no held HTTP/2 tunnel got an answer ({} unexpected: {:?})",
+            tunnels.unexpected, tunnels.reasons
+        ));
+    }
+    let asked = tunnels.answers + tunnels.unexpected;
+    let percent = 100.0 * tunnels.unexpected as f64 / asked.max(1) as f64;
+    if percent > args.max_unexpected_percent {
+        violations.push(format!(
+            "{} of {asked} requests on held HTTP/2 tunnels ({percent:.2}%) failed otherwise than untaken after GOAWAY: {:?}",
+            tunnels.unexpected, tunnels.reasons
+        ));
+    }
+    summary.held_tunnels = tunnels;
 }
 
 pub(super) fn judge_load(
@@ -241,6 +271,19 @@ pub(super) fn text(summary: &Summary) -> String {
         ws.opened, ws.answers, ws.restarts, ws.unexpected, ws.leaks
     );
     for reason in &ws.reasons {
+        let _ = writeln!(out, "      e.g. {reason}");
+    }
+    let held = &summary.held_tunnels;
+    let _ = writeln!(
+        out,
+        "  held HTTP/2 tunnels: {} opened, {} echoes redacted, {} ended by GOAWAY and reopened, {} unexpected, {} leaks",
+        held.opened,
+        held.answers,
+        held.goaways,
+        held.unexpected,
+        held.leaks.len()
+    );
+    for reason in &held.reasons {
         let _ = writeln!(out, "      e.g. {reason}");
     }
     let _ = writeln!(
