@@ -130,6 +130,18 @@ impl World {
         path: &'static str,
         body: &'static str,
     ) -> tokio::task::JoinHandle<(u16, String, String)> {
+        self.send_with(method, path, body, &[])
+    }
+
+    /// [`World::send`] with `headers` besides.
+    fn send_with(
+        &self,
+        method: &'static str,
+        path: &'static str,
+        body: &'static str,
+        headers: &[(&'static str, &'static str)],
+    ) -> tokio::task::JoinHandle<(u16, String, String)> {
+        let headers = headers.to_vec();
         let (proxy, placeholder) = (self.proxy.clone(), self.placeholder.clone());
         let port = self.upstream.port();
         tokio::spawn(async move {
@@ -138,11 +150,15 @@ impl World {
                 .open(&authority, "api.test", &[b"http/1.1"])
                 .await
                 .expect("a tunnel");
-            let request = Request::builder()
+            let mut request = Request::builder()
                 .method(method)
                 .uri(format!("https://{authority}{path}"))
                 .header("host", authority.as_str())
-                .header("authorization", format!("Bearer {placeholder}"))
+                .header("authorization", format!("Bearer {placeholder}"));
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let request = request
                 .body(Full::new(Bytes::from_static(body.as_bytes())))
                 .unwrap();
             let response = client.send(request).await.expect("an answer");
@@ -595,6 +611,106 @@ async fn a_connect_to_an_asked_host_waits_for_a_decision() {
         && l.contains("\"host\":\"ask.test:")
         && !l.contains("\"secret\"")));
     assert!(audit.contains("\"reason\":\"approval-denied\""), "{audit}");
+}
+
+/// What a request says its method is, whatever the method on its line: a method in any
+/// letter case, and the override headers and `_method` parameter servers read, are weighed
+/// against `approve:`. Requests that differ in a query value are two uses, not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overridden_or_lower_case_method_waits_and_each_target_is_its_own_use() {
+    let world = World::new("30s").await;
+    let overridden = world.send_with(
+        "PUT",
+        "/items/1",
+        "",
+        &[("x-http-method-override", "DELETE")],
+    );
+    let by_query = world.send("PATCH", "/items/2?_method=delete", "");
+    let lower = world.send("delete", "/items/3", "");
+    let pending = world.await_pending(3).await;
+    let methods: Vec<&str> = pending
+        .iter()
+        .map(|p| p["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods.len(), 3, "{pending:?}");
+    for p in &pending {
+        world.decide(&p["id"], r#"{"decision": "deny"}"#);
+    }
+    for held in [overridden, by_query, lower] {
+        assert_eq!(held.await.unwrap().1, "approval-denied");
+    }
+    assert!(world.upstream.records().is_empty());
+    // Two targets that differ in a query value only: two uses, each decided on its own.
+    let to_a = world.send("POST", "/transfer?to=a&amount=1", "");
+    let to_b = world.send("POST", "/transfer?to=b&amount=9999", "");
+    let pending = world.await_pending(2).await;
+    assert_eq!(
+        pending[0]["path"], pending[1]["path"],
+        "the listing elides both alike"
+    );
+    world.decide(&pending[0]["id"], r#"{"decision": "allow"}"#);
+    world.decide(&pending[1]["id"], r#"{"decision": "deny"}"#);
+    let statuses = [to_a.await.unwrap().0, to_b.await.unwrap().0];
+    assert!(
+        statuses.contains(&200) && statuses.contains(&403),
+        "{statuses:?}"
+    );
+    assert_eq!(world.upstream.records().len(), 1);
+    drop(world);
+}
+
+/// A WebSocket's messages are no requests of their own: a handshake whose messages may swap
+/// an approving secret waits, whatever its method, and nothing of it leaves before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_whose_messages_may_swap_an_approving_secret_waits_at_its_handshake() {
+    let yaml = YAML.replace("    in: [header]\n", "    in: [header, body]\n");
+    let world = World::with(&yaml, "30s", &[]).await;
+    let port = world.upstream.port();
+    let proxy = world.proxy.clone();
+    let handshake = tokio::spawn(async move {
+        let tls = proxy
+            .tunnel_to("api.test", port, &[b"http/1.1"])
+            .await
+            .expect("a tunnel");
+        let url = format!("wss://api.test:{port}/socket");
+        tokio_tungstenite::client_async(url.as_str(), tls)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    let pending = world.await_pending(1).await;
+    assert_eq!(pending[0]["secret"], "prod");
+    assert_eq!(pending[0]["method"], "GET");
+    assert!(
+        world.upstream.records().is_empty(),
+        "the handshake left before a decision"
+    );
+    world.decide(&pending[0]["id"], r#"{"decision": "deny"}"#);
+    let refused = handshake.await.unwrap();
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("403")),
+        "{refused:?}"
+    );
+    assert!(world.upstream.records().is_empty());
+}
+
+/// Outside the jail the command could read the admin credentials and decide its own uses:
+/// `sluice run --no-jail` refuses a declaration that waits for decisions.
+#[test]
+fn run_without_the_jail_refuses_approvals() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, YAML).unwrap();
+    let out = Command::new(sluice_bin())
+        .args(["run", "--no-jail", "--policy"])
+        .arg(&policy)
+        .args(["--", "true"])
+        .current_dir(dir.path())
+        .output()
+        .expect("sluice runs");
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("approvals-need-the-jail"), "{stderr}");
 }
 
 /// Decisions are made on the admin endpoint: `serve` without `--admin` refuses to start

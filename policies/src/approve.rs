@@ -20,13 +20,16 @@ impl Approve {
     /// use sluice_policies::Approve;
     /// let writes = Approve::Methods(vec!["POST".into(), "DELETE".into()]);
     /// assert!(writes.covers("DELETE"));
+    /// assert!(writes.covers("delete"));
     /// assert!(!writes.covers("GET"));
     /// assert!(Approve::All.covers("GET"));
     /// ```
     pub fn covers(&self, method: &str) -> bool {
         match self {
             Approve::All => true,
-            Approve::Methods(methods) => methods.iter().any(|m| m == method),
+            // Methods are case-sensitive on the wire, yet some servers read `delete` as
+            // DELETE: a use is covered in any letter case.
+            Approve::Methods(methods) => methods.iter().any(|m| m.eq_ignore_ascii_case(method)),
         }
     }
 }

@@ -50,18 +50,21 @@ pub(crate) struct Ask {
     pub(crate) body_bytes: Option<u64>,
     /// The SHA-256 (hex) of the body as the sandbox wrote it, when read whole.
     pub(crate) body_sha256: Option<String>,
+    /// What identical requests share beyond the fields above, never shown: the whole path
+    /// and query (the listing's elides query values), and the body's digest; unique for a
+    /// body that streams (its bytes are not known yet, so it is never taken for another's).
+    #[serde(skip)]
+    pub(crate) exact: String,
 }
 
 impl Ask {
     /// What identical requests share, so that they wait on one decision.
-    fn same_use(&self) -> (String, String, String, String, Option<String>) {
-        (
-            self.secret.clone(),
-            self.host.clone(),
-            self.method.clone(),
-            self.path.clone(),
-            self.body_sha256.clone(),
-        )
+    fn same_use(&self, other: &Ask) -> bool {
+        self.kind == other.kind
+            && self.secret == other.secret
+            && self.host == other.host
+            && self.method == other.method
+            && self.exact == other.exact
     }
 
     /// Whether a decision for the run on `other` covers this use: the same secret, toward
@@ -163,6 +166,8 @@ pub(crate) struct Answered {
     /// Other uses waiting that the decision answered too (a `run` decision covers every use
     /// of its secret, host and method).
     pub(crate) also: usize,
+    /// The requests it answered: those waiting on this use and on the others.
+    pub(crate) requests: usize,
 }
 
 /// Why a decision could not be made.
@@ -267,11 +272,10 @@ impl Approvals {
             }
             let now = Instant::now();
             state.prune(now);
-            let same = ask.same_use();
             let joined = state
                 .waiting
                 .values()
-                .find(|w| w.ask.same_use() == same)
+                .find(|w| w.ask.same_use(&ask))
                 .map(|w| w.verdict.subscribe());
             match joined {
                 Some(verdict) => verdict,
@@ -342,6 +346,8 @@ impl Approvals {
         let mut state = self.state();
         state.prune(now);
         let waiting = state.waiting.remove(&id).ok_or(DecideError::NotWaiting)?;
+        // Each request waiting on a use holds a receiver of its verdict.
+        let mut requests = waiting.verdict.receiver_count();
         let mut also = 0;
         if verdict.scope == Scope::Run {
             let ask = &waiting.ask;
@@ -361,6 +367,7 @@ impl Approvals {
                 .collect();
             for other in covered {
                 if let Some(w) = state.waiting.remove(&other) {
+                    requests += w.verdict.receiver_count();
                     w.verdict
                         .send_replace(Some(Waited::Decided(verdict.clone())));
                     also += 1;
@@ -372,6 +379,7 @@ impl Approvals {
             ask: waiting.ask,
             waited: now.duration_since(waiting.arrived),
             also,
+            requests,
         })
     }
 }
@@ -384,6 +392,7 @@ mod tests {
 
     fn ask(path: &str) -> Ask {
         Ask {
+            exact: path.into(),
             kind: Kind::Use,
             secret: "prod".into(),
             host: "api.prod.test".into(),

@@ -102,6 +102,9 @@ fn approve(file: &std::path::Path) -> io::Result<()> {
                 _ => continue,
             }
         };
+        // Only a key typed once the use is on the screen decides it: one typed ahead (a
+        // double tap, a paste) would decide a use nobody saw.
+        keys.forget_typed_ahead();
         show(&mut out, next)?;
         let Some(key) = keys.next() else {
             return Ok(());
@@ -220,6 +223,15 @@ impl Keys {
             }
         });
         Ok(Self { saved, typed })
+    }
+
+    /// On a terminal, drops the keys typed and not yet taken: those it holds, and those
+    /// read. (From a pipe every line is meant, in order.)
+    fn forget_typed_ahead(&self) {
+        if self.saved.is_some() {
+            let _ = rustix::termios::tcflush(io::stdin(), rustix::termios::QueueSelector::IFlush);
+            while self.typed.try_recv().is_ok() {}
+        }
     }
 
     /// The next key that is not white space; `None` at the end of input.

@@ -28,6 +28,14 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         }
     };
     let policy_has_approvals = policy.needs_decisions();
+    // Outside the jail the command runs as the same user on the same loopback: it could
+    // read the admin credentials and decide its own uses.
+    if args.no_jail && policy_has_approvals {
+        eprintln!(
+            "sluice run: error[approvals-need-the-jail]: the declaration has approve: or egress.ask, and under --no-jail the command could read the admin credentials and decide for itself; run it in the jail"
+        );
+        return ExitCode::from(REFUSED);
+    }
     let config = LaunchConfig {
         upstream_proxy,
         policy,

@@ -40,6 +40,7 @@ pub(crate) async fn hold(shared: &Shared, target: &Target) -> Result<(), Refusal
         path: String::new(),
         body_bytes: None,
         body_sha256: None,
+        exact: String::new(),
     };
     let waited = shared.approvals.wait(ask).await;
     match waited {

@@ -40,7 +40,23 @@ pub(crate) struct Use<'a> {
     pub(crate) head: &'a [SecretId],
     /// The secrets its body swapped (read whole), or may swap (streamed).
     pub(crate) body: &'a BodySwaps,
+    /// For a WebSocket handshake: the secrets its messages may swap. A message is no
+    /// request of its own, so a use of an approving secret there waits at the handshake,
+    /// whatever its method.
+    pub(crate) frames: &'a [SecretId],
 }
+
+/// Headers and a query parameter that servers read as the request's method instead of its
+/// own: a `POST` saying `DELETE` there is a `DELETE` to them, and to `approve:`.
+const METHOD_OVERRIDES: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Gives every stream of a body that streams a key of its own: its bytes are not known
+/// when it waits, so it is never taken for another's.
+static STREAMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Holds the request until every swapped secret whose `approve:` covers its method is
 /// decided; returns the body (read again from memory when it was described).
@@ -59,17 +75,22 @@ pub(crate) async fn hold(
         return Ok(body);
     }
     let method = parts.method.as_str();
+    let overrides = overriding_methods(parts);
     let (in_body, read_whole) = match the_use.body {
         BodySwaps::Known(ids) => (ids, true),
         BodySwaps::Streaming(ids) => (ids, false),
     };
+    let requested = the_use.head.iter().chain(in_body).map(|&id| (id, false));
+    let framed = the_use.frames.iter().map(|&id| (id, true));
     let mut waiting: Vec<&str> = Vec::new();
-    for &id in the_use.head.iter().chain(in_body) {
+    for (id, in_frames) in requested.chain(framed) {
         let secret = shared.guard.name(id);
-        let approving = shared
-            .policy
-            .secret_index(secret)
-            .is_some_and(|i| shared.policy.secrets()[i].needs_approval(method));
+        let approving = shared.policy.secret_index(secret).is_some_and(|i| {
+            let decl = &shared.policy.secrets()[i];
+            (in_frames && decl.approve().is_some())
+                || decl.needs_approval(method)
+                || overrides.iter().any(|m| decl.needs_approval(m))
+        });
         if !approving || waiting.contains(&secret) {
             continue;
         }
@@ -90,8 +111,20 @@ pub(crate) async fn hold(
     if waiting.is_empty() {
         return Ok(body);
     }
-    let (body, described) = describe(body, read_whole, shared).await?;
+    // A body in a content coding was re-encoded after its swap: its bytes hold values the
+    // guard cannot see through the coding, so it is not described.
+    let coded = parts.headers.contains_key(http::header::CONTENT_ENCODING);
+    let (body, described) = describe(body, read_whole && !coded, shared).await?;
     let path = sluice_audit::elide_path(the_use.asked_path);
+    // Identical requests (the same whole target and body) wait on one decision; the path
+    // and query as sent hold placeholders, never values, and pass the guard all the same.
+    let exact = match &described {
+        Some((_, sha)) => format!("{}\n{sha}", shared.guard.redact_str(the_use.asked_path)),
+        None => format!(
+            "streamed #{}",
+            STREAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ),
+    };
     for secret in waiting {
         let ask = Ask {
             kind: Kind::Use,
@@ -101,6 +134,7 @@ pub(crate) async fn hold(
             path: shared.guard.redact_str(&path),
             body_bytes: described.as_ref().map(|(size, _)| *size),
             body_sha256: described.as_ref().map(|(_, sha)| sha.clone()),
+            exact: exact.clone(),
         };
         let waited = shared.approvals.wait(ask).await;
         shared.counters.approval(match &waited {
@@ -123,6 +157,25 @@ pub(crate) async fn hold(
         }
     }
     Ok(body)
+}
+
+/// The methods a request names besides its own, in the headers and the query parameter
+/// servers read instead (Rails' `_method`, the `X-HTTP-Method-Override` family).
+fn overriding_methods(parts: &Parts) -> Vec<String> {
+    let mut methods: Vec<String> = METHOD_OVERRIDES
+        .iter()
+        .flat_map(|name| parts.headers.get_all(*name))
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| v.trim().to_owned())
+        .collect();
+    if let Some(query) = parts.uri.query() {
+        methods.extend(
+            form_urlencoded::parse(query.as_bytes())
+                .filter(|(key, _)| key == "_method")
+                .map(|(_, value)| value.trim().to_owned()),
+        );
+    }
+    methods
 }
 
 /// A body read whole, as the approver sees it: its size and the SHA-256 of it as the

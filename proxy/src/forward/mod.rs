@@ -153,6 +153,7 @@ async fn intercepted_steps(
         asked_path: exchange.sent_path(),
         head: &head_swaps,
         body: &spending.swaps,
+        frames: &carried[head_swaps.len()..],
     };
     let body = approval::hold(shared, &parts, body, the_use).await?;
     // A budgeted secret's use is charged before anything of the request leaves.

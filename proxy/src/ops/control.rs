@@ -167,7 +167,7 @@ impl Control {
         if !ask.path.is_empty() {
             event = event.path(ask.path.as_str());
         }
-        self.record(event.count(1 + answered.also as u64).approval(Approval {
+        self.record(event.count(answered.requests as u64).approval(Approval {
             id,
             decision: decision.as_str().to_owned(),
             scope: scope.as_str().to_owned(),

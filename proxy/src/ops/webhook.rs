@@ -13,6 +13,7 @@
 //!   never subject to (or a way around) the sandbox's egress policy.
 //! - Hold a request longer than its own timeout: a webhook that never answers only leaves
 //!   the use to the other channels.
+//! - Make more than [`MAX_CALLS`] calls at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,13 +33,27 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest answer read.
 const MAX_ANSWER: usize = 4096;
 
+/// Calls in flight at once: a sandbox that opens and drops waiting requests fast must not
+/// turn them into unbounded sockets and tasks.
+const MAX_CALLS: usize = 16;
+
 /// Calls `webhook` for each use that starts waiting, from now on.
 pub(crate) fn start(control: &Arc<Control>, webhook: Webhook) {
     let decider = control.clone();
     let webhook = Arc::new(webhook);
+    let calls = Arc::new(tokio::sync::Semaphore::new(MAX_CALLS));
     control.on_arrival(Box::new(move |listed: Listed| {
         let (control, webhook) = (decider.clone(), webhook.clone());
+        // Calls in flight are bounded: beyond, a use waits for the other channels.
+        let Ok(call_slot) = calls.clone().try_acquire_owned() else {
+            tracing::warn!(
+                id = listed.id,
+                "approval webhook: {MAX_CALLS} calls in flight already; the use waits for another channel"
+            );
+            return;
+        };
         tokio::spawn(async move {
+            let _call_slot = call_slot;
             match tokio::time::timeout(CALL_TIMEOUT, call(&webhook, &listed)).await {
                 Ok(Ok(Some(verdict))) => {
                     // Decided elsewhere in the meantime: nothing to do.

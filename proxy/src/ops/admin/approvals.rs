@@ -78,7 +78,8 @@ pub(super) async fn decide(
                 "id": id,
                 "decision": verdict.decision.as_str(),
                 "scope": verdict.scope.as_str(),
-                "answered": 1 + answered.also,
+                "answered": answered.requests,
+                "uses": 1 + answered.also,
             }),
         ),
         Err(_) => text(
