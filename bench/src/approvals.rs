@@ -22,7 +22,6 @@ use crate::harness::{read_trimmed, stand_in_value};
 use crate::load;
 use crate::pair::{Gets, Peer, median};
 use crate::pki::Proto;
-use crate::upstream::TOKEN_VAR;
 
 /// The target: sluice's CPU per request under a standing decision, over without `approve:`.
 const TARGET_US: f64 = 1.0;
@@ -99,23 +98,7 @@ async fn measure(rounds: usize, phase: Duration) -> Result<(Gets, Gets, f64), Be
     let dir = tmp.path();
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
     let value = stand_in_value("benchvalue");
-    let upstream = {
-        let mut command = tokio::process::Command::new(&exe);
-        command
-            .arg("upstream")
-            .arg("--dir")
-            .arg(dir)
-            .arg("--large-bytes")
-            .arg("1048576")
-            .env(TOKEN_VAR, &value);
-        crate::child::Spawned::start(
-            "upstream",
-            command,
-            &dir.join("upstream.stderr"),
-            crate::child::Ready::Line,
-        )
-        .await?
-    };
+    let upstream = crate::upstream::spawn(&exe, dir, &value).await?;
     let policy = dir.join("approving.yaml");
     std::fs::write(&policy, approving_declaration()).map_err(BenchError::file(&policy))?;
     let plain = Peer::start(&exe, &dir.join("plain"), &value, &upstream, |_| {}).await?;

@@ -16,12 +16,10 @@ use clap::Args;
 
 use sluice_integration_tests::squid::{Squid, SquidConfig};
 
-use crate::child;
 use crate::error::BenchError;
 use crate::harness::stand_in_value;
 use crate::pair::{Gets, Peer, median};
 use crate::pki::UPSTREAM_HOST;
-use crate::upstream::TOKEN_VAR;
 
 /// What `sluice-bench upstream-proxy` takes.
 #[derive(Debug, Args)]
@@ -86,23 +84,7 @@ async fn measure(rounds: usize, phase: Duration) -> Result<(Gets, Gets), BenchEr
     let dir = tmp.path();
     let exe = std::env::current_exe().map_err(BenchError::file("current executable"))?;
     let value = stand_in_value("benchvalue");
-    let upstream = {
-        let mut command = tokio::process::Command::new(&exe);
-        command
-            .arg("upstream")
-            .arg("--dir")
-            .arg(dir)
-            .arg("--large-bytes")
-            .arg("1048576")
-            .env(TOKEN_VAR, &value);
-        child::Spawned::start(
-            "upstream",
-            command,
-            &dir.join("upstream.stderr"),
-            child::Ready::Line,
-        )
-        .await?
-    };
+    let upstream = crate::upstream::spawn(&exe, dir, &value).await?;
     // The integration tests' Squid: caching off, the upstream's name from its own hosts file.
     let squid = Squid::start(&SquidConfig {
         hosts: &[UPSTREAM_HOST],

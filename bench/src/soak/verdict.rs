@@ -24,20 +24,15 @@ pub(super) fn judge_websockets(
             sockets.leaks
         ));
     }
-    if args.websockets > 0 && sockets.answers == 0 {
-        violations.push(format!(
-            "no WebSocket answer came back redacted ({} unexpected: {:?})",
-            sockets.unexpected, sockets.reasons
-        ));
-    }
-    let asked = sockets.answers + sockets.unexpected;
-    let percent = 100.0 * sockets.unexpected as f64 / asked.max(1) as f64;
-    if percent > args.max_unexpected_percent {
-        violations.push(format!(
-            "{} of {asked} WebSocket questions ({percent:.2}%) ended otherwise than answered or restarted by a reload: {:?}",
-            sockets.unexpected, sockets.reasons
-        ));
-    }
+    let answered = Answered {
+        what: "WebSocket questions",
+        expected: "answered or restarted by a reload",
+        ran: args.websockets > 0,
+        answers: sockets.answers,
+        unexpected: sockets.unexpected,
+        reasons: &sockets.reasons,
+    };
+    answered.judge(args, violations);
     summary.websockets = sockets;
 }
 
@@ -54,21 +49,49 @@ pub(super) fn judge_held(
             "a held HTTP/2 tunnel received the real value: {leak}"
         ));
     }
-    if args.held_tunnels > 0 && tunnels.answers == 0 {
-        violations.push(format!(
-            "no held HTTP/2 tunnel got an answer ({} unexpected: {:?})",
-            tunnels.unexpected, tunnels.reasons
-        ));
-    }
-    let asked = tunnels.answers + tunnels.unexpected;
-    let percent = 100.0 * tunnels.unexpected as f64 / asked.max(1) as f64;
-    if percent > args.max_unexpected_percent {
-        violations.push(format!(
-            "{} of {asked} requests on held HTTP/2 tunnels ({percent:.2}%) failed otherwise than untaken after GOAWAY: {:?}",
-            tunnels.unexpected, tunnels.reasons
-        ));
-    }
+    let answered = Answered {
+        what: "requests on held HTTP/2 tunnels",
+        expected: "answered, or untaken after GOAWAY",
+        ran: args.held_tunnels > 0,
+        answers: tunnels.answers,
+        unexpected: tunnels.unexpected,
+        reasons: &tunnels.reasons,
+    };
+    answered.judge(args, violations);
     summary.held_tunnels = tunnels;
+}
+
+/// What a kind of long-lived connection saw, for the two checks both kinds get.
+struct Answered<'a> {
+    what: &'static str,
+    expected: &'static str,
+    /// Whether any ran (none asked for: nothing to judge).
+    ran: bool,
+    answers: u64,
+    unexpected: u64,
+    reasons: &'a [String],
+}
+
+impl Answered<'_> {
+    /// At least one answer came back as it must, and the unexpected ones stay within the
+    /// share the load is allowed.
+    fn judge(&self, args: &SoakArgs, violations: &mut Vec<String>) {
+        let (what, unexpected, reasons) = (self.what, self.unexpected, self.reasons);
+        if self.ran && self.answers == 0 {
+            violations.push(format!(
+                "none of the {what} was {}: {unexpected} unexpected: {reasons:?}",
+                self.expected
+            ));
+        }
+        let asked = self.answers + unexpected;
+        let percent = 100.0 * unexpected as f64 / asked.max(1) as f64;
+        if percent > args.max_unexpected_percent {
+            violations.push(format!(
+                "{unexpected} of {asked} {what} ({percent:.2}%) were not {}: {reasons:?}",
+                self.expected
+            ));
+        }
+    }
 }
 
 pub(super) fn judge_load(

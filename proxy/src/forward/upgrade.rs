@@ -214,11 +214,18 @@ pub(super) async fn exchange(
     }
     // The guard in force, as for every response (`response::redact`); the relay that
     // follows is closed when a reload changes the values (`Shared::replaced`).
-    let redacting = shared.redacting();
-    let tally = response::redact_headers(&redacting.guard, &mut parts.headers);
-    exchange
-        .under(&redacting)
-        .record_redactions("response-headers", &tally);
+    match shared.redacting() {
+        Some(newer) => {
+            let tally = response::redact_headers(&newer.guard, &mut parts.headers);
+            exchange
+                .under(&newer)
+                .record_redactions("response-headers", &tally);
+        }
+        None => {
+            let tally = response::redact_headers(&shared.guard, &mut parts.headers);
+            exchange.record_redactions("response-headers", &tally);
+        }
+    }
     Ok(Response::from_parts(parts, body::empty()))
 }
 

@@ -120,21 +120,26 @@ impl Shared {
         })
     }
 
-    /// This snapshot with the guard in force now: what a response is redacted with. A
-    /// reload never forgets a value (every later guard holds every value an earlier one
-    /// did), so the guard in force redacts all this snapshot's guard does, and a value a
-    /// later reload brought in besides: a tunnel opened before a reload that changed the
-    /// declaration and a value at once keeps its declaration, never a blind spot for the
-    /// new value. Swapping and refusing stay with this snapshot.
-    pub(crate) fn redacting(self: &Arc<Self>) -> Arc<Shared> {
+    /// This snapshot with the guard in force now, when that is not this snapshot's own:
+    /// what a response is redacted with. A reload never forgets a value (every later guard
+    /// holds every value an earlier one did), so the guard in force redacts all this
+    /// snapshot's guard does, and a value a later reload brought in besides: a tunnel
+    /// opened before a reload that changed the declaration and a value at once keeps its
+    /// declaration, never a blind spot for the new value. Swapping and refusing stay with
+    /// this snapshot. `None` (the common case, one load of the generation number): this
+    /// snapshot's guard is the one in force.
+    pub(crate) fn redacting(&self) -> Option<Arc<Shared>> {
+        if self.live.generation() == self.generation {
+            return None;
+        }
         let guard = self.live.current().guard.clone();
         if Arc::ptr_eq(&guard, &self.guard) {
-            return self.clone();
+            return None;
         }
-        Arc::new(Shared {
+        Some(Arc::new(Shared {
             guard,
-            ..Shared::clone(self)
-        })
+            ..self.clone()
+        }))
     }
 
     /// Resolves once a reload has put in force a declaration other than this snapshot's

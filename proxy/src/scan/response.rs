@@ -39,8 +39,12 @@ pub(crate) async fn redact(
     shared: &Arc<Shared>,
     exchange: &Exchange,
 ) -> Result<Response<Body>, Refusal> {
-    let shared = &shared.redacting();
-    let exchange = &exchange.under(shared);
+    let newer = shared.redacting();
+    let under = newer.as_ref().map(|newer| exchange.under(newer));
+    let (shared, exchange) = match (&newer, &under) {
+        (Some(newer), Some(under)) => (newer, under),
+        _ => (shared, exchange),
+    };
     let (mut parts, incoming) = response.into_parts();
     // Read before the hop-by-hop headers go: a transfer coding is a coding too.
     let codings = codec::body_codings(&parts.headers);
