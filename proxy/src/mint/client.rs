@@ -429,6 +429,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_id_token_is_never_printed() {
+        let token: IdToken =
+            serde_json::from_str(r#"{"id_token": "eyJ-REAL-id-token-0123456789"}"#).unwrap();
+        let shown = format!("{token:?}");
+        assert!(!shown.contains("REAL"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
     fn a_form_becomes_one_json_object_of_strings() {
         let json = form_as_json(b"grant_type=refresh_token&refresh_token=a%2Bb&scope=x+y");
         let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
