@@ -10,6 +10,9 @@
 #
 # The sandbox needs three files from the run directory: ca.pem (trust), proxy-url (the
 # proxy with this run's credentials, 0600) and placeholders.env. See docs/kubernetes.md.
+#
+# CI builds this file unchanged and runs the image, and the pod of docs/kubernetes.md, with
+# deploy/image-test.sh (podman, with stand-in base images: no registry is reachable there).
 
 # ---- build: the release binary, from the locked dependency graph -------------------------
 FROM rust:1-bookworm AS build

@@ -911,18 +911,6 @@ fn the_client_installs_from_ci_are_in_place() {
 // docs/kubernetes.md, and curl in the "sandbox".
 // ---------------------------------------------------------------------------------------
 
-/// The `#!/bin/sh` block of docs/kubernetes.md: the sandbox's entrypoint.
-fn sandbox_entrypoint_from_the_docs() -> String {
-    let doc = std::fs::read_to_string(workspace_root().join("docs/kubernetes.md"))
-        .expect("docs/kubernetes.md");
-    let start = doc
-        .find("```sh\n#!/bin/sh")
-        .expect("docs/kubernetes.md shows the sandbox entrypoint")
-        + "```sh\n".len();
-    let len = doc[start..].find("```").expect("closed block");
-    doc[start..start + len].to_owned()
-}
-
 #[tokio::test]
 async fn serve_with_the_documented_sidecar_entrypoint() {
     require_program("curl", CI_CURL);
@@ -957,7 +945,11 @@ async fn serve_with_the_documented_sidecar_entrypoint() {
         .expect("sluice serve starts");
 
     let entrypoint = shared.path().join("sandbox-env.sh");
-    std::fs::write(&entrypoint, sandbox_entrypoint_from_the_docs()).unwrap();
+    std::fs::write(
+        &entrypoint,
+        sluice_integration_tests::kubernetes_doc::sandbox_entrypoint(),
+    )
+    .unwrap();
     let body_file = shared.path().join("body.out");
     let script = format!(
         "curl -sS --fail-with-body -H \"Authorization: Bearer $API_TOKEN\" \

@@ -9,31 +9,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use sluice_integration_tests::{TestPki, sluice_bin};
+use sluice_integration_tests::{TestPki, kubernetes_doc, sluice_bin};
 
 const TOKEN: &str = "tok-REAL-transparent-0123456789";
 /// The group docs/kubernetes.md's rules let out.
 const SLUICE_GROUP: &str = "1337";
-
-/// The `nft` block of docs/kubernetes.md, as a reader would copy it.
-fn documented_rules() -> String {
-    let doc = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/kubernetes.md"),
-    )
-    .unwrap();
-    let start = doc
-        .find("```nft\n")
-        .expect("an nft block in docs/kubernetes.md")
-        + 7;
-    let end = start + doc[start..].find("```").unwrap();
-    let rules: String = doc[start..end]
-        .lines()
-        .map(|line| format!("{}\n", line.strip_prefix("   ").unwrap_or(line)))
-        .collect();
-    assert!(rules.contains(&format!("meta skgid {SLUICE_GROUP} return")));
-    assert!(rules.contains("redirect to :15001"));
-    rules
-}
 
 #[test]
 fn a_client_that_knows_nothing_of_the_proxy_is_captured_by_the_documented_rules() {
@@ -54,7 +34,7 @@ fn a_client_that_knows_nothing_of_the_proxy_is_captured_by_the_documented_rules(
         ),
     )
     .unwrap();
-    std::fs::write(d.join("capture.nft"), documented_rules()).unwrap();
+    std::fs::write(d.join("capture.nft"), kubernetes_doc::capture_rules()).unwrap();
     let client = r#"import socket, ssl, sys
 run = sys.argv[1]
 env = dict(line.strip().split("=", 1) for line in open(run + "/placeholders.env") if "=" in line)
