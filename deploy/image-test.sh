@@ -119,7 +119,9 @@ else
   debs="$scratch/debs" root="$scratch/root"
   mkdir -p "$debs" "$root"
   chown _apt "$debs" 2>/dev/null || true
-  (cd "$debs" && apt-get download -qq libc6 libgcc-s1 libssl3 ca-certificates tzdata base-files netbase)
+  runtime_debs=(libc6 libgcc-s1 libssl3 ca-certificates tzdata base-files netbase)
+  (cd "$debs" && { apt-get download -qq "${runtime_debs[@]}" 2>/dev/null \
+    || { apt-get update -qq && apt-get download -qq "${runtime_debs[@]}"; }; })
   for dir in bin lib lib64 sbin; do mkdir -p "$root/usr/$dir"; ln -s "usr/$dir" "$root/$dir"; done
   for deb in "$debs"/*.deb; do
     dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$root" --keep-directory-symlink

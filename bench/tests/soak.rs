@@ -1,6 +1,7 @@
 //! `sluice-bench soak`, shortened for CI: sixty seconds of mixed load with upstream
 //! faults, reloads, rotations, long-lived WebSockets and HTTP/2 tunnels through a sluice
-//! child process. The soak itself checks every invariant (no
+//! child process, and a minted credential whose tokens expire every six seconds. The soak
+//! itself checks every invariant (no
 //! exit or panic, the value only in the granted header toward the granted host and never
 //! back to the client, in stderr or in the audit log, a verified audit chain, flat memory
 //! and descriptors) and exits 1 on any violation; this test runs it with bounds loose
@@ -18,6 +19,8 @@ fn sixty_seconds_of_faults_and_change_leave_sluice_up_leak_free_and_flat() {
         // A reload every two seconds, every fifth of an invalid declaration; the value
         // rotated every five.
         .args(["--reload-every", "2", "--rotate-every", "5"])
+        // A minted credential whose tokens live 6 s: about ten refreshes.
+        .args(["--mint-lifetime", "6"])
         // A debug build on a shared machine: allocator and pool warm-up can still move
         // memory after six seconds; a per-request leak over thousands of requests cannot
         // hide under these.
@@ -39,7 +42,7 @@ fn sixty_seconds_of_faults_and_change_leave_sluice_up_leak_free_and_flat() {
     assert_eq!(summary["violations"], serde_json::json!([]), "{stdout}");
     // Every kind of request ran and got what it must at least once.
     let kinds = summary["kinds"].as_array().expect("kinds");
-    assert_eq!(kinds.len(), 12, "{stdout}");
+    assert_eq!(kinds.len(), 13, "{stdout}");
     for kind in kinds {
         assert!(kind[1]["expected"].as_u64().unwrap_or(0) > 0, "{kind}");
     }
@@ -77,6 +80,14 @@ fn sixty_seconds_of_faults_and_change_leave_sluice_up_leak_free_and_flat() {
     assert!(held["answers"].as_u64().unwrap_or(0) > 0, "{stdout}");
     assert!(held["goaways"].as_u64().unwrap_or(0) > 0, "{stdout}");
     assert_eq!(held["leaks"], serde_json::json!([]), "{stdout}");
+    // The minted credential: refreshed before each expiry, about once per lifetime, never
+    // an expired or unknown token at the API, each mint audited.
+    let minted = &summary["minted"];
+    assert!(minted["tokens"].as_u64().unwrap_or(0) >= 8, "{stdout}");
+    assert!(minted["live"].as_u64().unwrap_or(0) > 0, "{stdout}");
+    assert_eq!(minted["expired"], 0, "{stdout}");
+    assert_eq!(minted["unknown"], 0, "{stdout}");
+    assert_eq!(minted["audit_mints"], minted["tokens"], "{stdout}");
     assert!(
         summary["bad_tls_attempts"].as_u64().unwrap_or(0) > 0,
         "sluice never dialled the wrong-certificate upstream: {stdout}"

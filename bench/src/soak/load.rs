@@ -13,14 +13,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request};
+use http::Request;
 use http_body_util::BodyExt;
 
+use super::answer::{Seen, check_leaks, describe, judge};
 use super::body::{self, SoakBody};
+use super::minted::MINTED_PATH;
 use super::tunnel::{Conn, Opened, open};
-use super::upstream::{
-    BAD_TLS_HOST, GRANTED_HOST, OK_BODY, REFUSED_PATH, STREAM_BYTES, TUNNEL_HEADER, UNGRANTED_HOST,
-};
+use super::upstream::{BAD_TLS_HOST, GRANTED_HOST, REFUSED_PATH, TUNNEL_HEADER, UNGRANTED_HOST};
 use super::values::Values;
 use crate::pki::{ClientTls, Proto};
 
@@ -35,7 +35,7 @@ const LONG_STALL_MS: u64 = 20_000;
 /// Requests on one kept-alive connection before it is replaced by a new tunnel.
 const REQUESTS_PER_CONNECTION: u32 = 32;
 /// Upload size.
-const UPLOAD_BYTES: usize = 256 * 1024;
+pub(super) const UPLOAD_BYTES: usize = 256 * 1024;
 /// The most reasons kept per kind (all are counted).
 const KEPT_REASONS: usize = 3;
 
@@ -49,6 +49,9 @@ pub(crate) struct Client {
     pub(crate) tls: ClientTls,
     /// The secret's placeholder.
     pub(crate) placeholder: String,
+    /// The minted credential's placeholder, with `--mint-lifetime` (the mix then has
+    /// [`Kind::Minted`] requests).
+    pub(crate) minted_placeholder: Option<String>,
     /// The real values, every one the secret has had (searched for, never sent).
     pub(crate) values: Arc<Values>,
     /// Port of the normal upstream (granted and ungranted hosts).
@@ -84,6 +87,9 @@ pub(crate) enum Kind {
     Ungranted,
     /// A host whose upstream certificate names another host: 502.
     BadTls,
+    /// `GET /minted` with the minted credential's placeholder: 200, a live token swapped
+    /// in, and echoed back redacted.
+    Minted,
 }
 
 const MIX: &[(Kind, u32)] = &[
@@ -99,12 +105,19 @@ const MIX: &[(Kind, u32)] = &[
     (Kind::WrongHeader, 6),
     (Kind::Ungranted, 8),
     (Kind::BadTls, 4),
+    (Kind::Minted, 8),
 ];
 
+/// The mix: every kind, less [`Kind::Minted`] when the soak mints no credential.
+fn mix(minted: bool) -> impl Iterator<Item = &'static (Kind, u32)> {
+    MIX.iter()
+        .filter(move |(kind, _)| minted || *kind != Kind::Minted)
+}
+
 impl Kind {
-    /// Every kind, for reports.
-    pub(crate) fn all() -> impl Iterator<Item = Kind> {
-        MIX.iter().map(|(kind, _)| *kind)
+    /// Every kind of the mix, for reports.
+    pub(crate) fn all(minted: bool) -> impl Iterator<Item = Kind> {
+        mix(minted).map(|(kind, _)| *kind)
     }
 
     /// Its name in reports.
@@ -122,6 +135,7 @@ impl Kind {
             Self::WrongHeader => "wrong-header-403",
             Self::Ungranted => "ungranted-host-403",
             Self::BadTls => "bad-upstream-tls-502",
+            Self::Minted => "minted-token",
         }
     }
 
@@ -228,20 +242,23 @@ pub(crate) async fn run(
 }
 
 /// A small deterministic generator (xorshift): the mix is the same on every run.
-struct Dice(u64);
+struct Dice {
+    state: u64,
+    minted: bool,
+}
 
 impl Dice {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state
     }
 
     fn kind(&mut self) -> Kind {
-        let total: u32 = MIX.iter().map(|(_, w)| w).sum();
+        let total: u32 = mix(self.minted).map(|(_, w)| w).sum();
         let mut roll = (self.next() % u64::from(total)) as u32;
-        for (kind, weight) in MIX {
+        for (kind, weight) in mix(self.minted) {
             if roll < *weight {
                 return *kind;
             }
@@ -253,7 +270,10 @@ impl Dice {
 
 async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<AtomicBool>) -> Tally {
     let mut tally = Tally::default();
-    let mut dice = Dice(0x9e37_79b9_7f4a_7c15 ^ (id + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
+    let mut dice = Dice {
+        state: 0x9e37_79b9_7f4a_7c15 ^ (id + 1).wrapping_mul(0xff51_afd7_ed55_8ccd),
+        minted: client.minted_placeholder.is_some(),
+    };
     // The kept-alive connection, its uses, and when it was opened (ms).
     let mut kept: Option<(Conn, u32, u64)> = None;
     let mut next_proto = if id.is_multiple_of(2) {
@@ -308,9 +328,12 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
             Conn::H2(_) => tally.h2 += 1,
         }
         let (verdict, reusable) = one(&client, &mut conn, opened, kind, &mut tally.leaks).await;
-        // A kept-alive connection sluice closed before this request went out: not an
-        // answer to it. A client's pool sends it again on a new connection; so does this.
-        if uses > 0 && matches!(&verdict, Err(why) if why.starts_with(NOT_SENT)) {
+        // A connection sluice closed before this request went out (a reload ends the
+        // tunnels of the declaration it replaced once their work is done: a kept-alive one,
+        // or one opened just before the reload): not an answer to it. A client's pool
+        // sends it again on a new connection (RFC 9110 §9.2.2); so does this. Bounded by
+        // the reloads (`judge_load`).
+        if matches!(&verdict, Err(why) if why.starts_with(NOT_SENT)) {
             tally.resent += 1;
             continue;
         }
@@ -330,14 +353,6 @@ async fn pause() {
     tokio::time::sleep(Duration::from_millis(20)).await;
 }
 
-/// What came back.
-struct Seen {
-    status: u16,
-    headers: HeaderMap,
-    /// The body, or where reading it broke off.
-    body: Result<Vec<u8>, String>,
-}
-
 /// Sends one request of `kind`, judges the answer; returns the verdict and whether the
 /// connection may carry another request.
 pub(super) async fn one(
@@ -353,6 +368,8 @@ pub(super) async fn one(
         return match tokio::time::timeout(ABANDON_AFTER, exchange).await {
             // Dropping the exchange drops the stream; the connection goes with it.
             Err(_) => (Ok(()), false),
+            // Never sent: judged as any request's (sent again on a new tunnel).
+            Ok(Err(why)) if why.starts_with(NOT_SENT) => (Err(why), false),
             Ok(seen) => (
                 Err(format!(
                     "answered before the stall ended: {}",
@@ -379,16 +396,6 @@ pub(super) async fn one(
     (verdict, reusable)
 }
 
-fn describe(seen: &Result<Seen, String>) -> String {
-    match seen {
-        Ok(seen) => match &seen.body {
-            Ok(body) => format!("{} with {} body bytes", seen.status, body.len()),
-            Err(why) => format!("{} then {why}", seen.status),
-        },
-        Err(why) => why.clone(),
-    }
-}
-
 /// The request for `kind` on `conn`.
 fn request(client: &Client, conn: &Conn, opened: u64, kind: Kind) -> Request<SoakBody> {
     let host = match kind {
@@ -412,6 +419,7 @@ fn request(client: &Client, conn: &Conn, opened: u64, kind: Kind) -> Request<Soa
         Kind::StallBody => format!("/stall-body?ms={SHORT_STALL_MS}"),
         Kind::StallBodyAbandoned => format!("/stall-body?ms={LONG_STALL_MS}"),
         Kind::WrongHeader | Kind::Ungranted => REFUSED_PATH.to_owned(),
+        Kind::Minted => MINTED_PATH.to_owned(),
     };
     let authority = format!("{host}:{port}");
     let builder = match conn {
@@ -429,6 +437,13 @@ fn request(client: &Client, conn: &Conn, opened: u64, kind: Kind) -> Request<Soa
             .header(http::header::AUTHORIZATION, "Bearer not-a-placeholder"),
         // No placeholder: the request must get as far as dialling the upstream.
         Kind::BadTls => builder,
+        Kind::Minted => builder.header(
+            http::header::AUTHORIZATION,
+            format!(
+                "Bearer {}",
+                client.minted_placeholder.as_deref().unwrap_or_default()
+            ),
+        ),
         _ => builder.header(http::header::AUTHORIZATION, bearer),
     };
     let (builder, body) = if kind == Kind::Upload {
@@ -509,101 +524,20 @@ async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, S
     })
 }
 
-fn check_leaks(client: &Client, kind: Kind, seen: &Seen, leaks: &mut Vec<String>) {
-    let values = client.values.all();
-    let any = |bytes: &[u8]| values.iter().any(|v| body::contains(bytes, v));
-    for (name, header) in &seen.headers {
-        if any(header.as_bytes()) {
-            leaks.push(format!(
-                "{}: the real value in response header {name}",
-                kind.name()
-            ));
-        }
-    }
-    if let Ok(body) = &seen.body
-        && any(body)
-    {
-        leaks.push(format!(
-            "{}: the real value in the response body",
-            kind.name()
-        ));
-    }
-}
-
-/// Whether the answer is what `kind` must get.
-fn judge(client: &Client, kind: Kind, seen: &Seen) -> Result<(), String> {
-    let status = seen.status;
-    let header = |name: &str| seen.headers.get(name).map(HeaderValue::as_bytes);
-    let body = seen
-        .body
-        .as_deref()
-        .map_err(|why| format!("{status}, {why}"));
-    let want = |ok: bool, what: &str| {
-        if ok {
-            Ok(())
-        } else {
-            Err(format!(
-                "{status} with {} body bytes: expected {what}",
-                seen.body.as_ref().map_or(0, Vec::len)
-            ))
-        }
-    };
-    match kind {
-        Kind::Ok | Kind::StallHead => {
-            let body = body?;
-            want(
-                status == 200 && body == OK_BODY && header("x-soak-auth") == Some(b"real"),
-                "200, the /ok body, and the upstream seeing the real value",
-            )
-        }
-        Kind::Stream => want(
-            status == 200 && body?.len() == STREAM_BYTES,
-            "200 and 256 KiB",
-        ),
-        Kind::StallBody => want(status == 200 && body?.len() == 32 * 1024, "200 and 32 KiB"),
-        Kind::Upload => want(
-            status == 200 && body? == format!("received {UPLOAD_BYTES}\n").as_bytes(),
-            "200 and the whole upload received",
-        ),
-        Kind::Echo => {
-            let body = body?;
-            let placeholder = client.placeholder.as_bytes();
-            let times = body
-                .windows(placeholder.len())
-                .filter(|w| *w == placeholder)
-                .count();
-            want(
-                status == 200 && times == 3 && header("x-soak-echo") == Some(placeholder),
-                "200 with the value redacted to its placeholder, three times in the body and in x-soak-echo",
-            )
-        }
-        Kind::Reset => match &seen.body {
-            // A body that ends cleanly would pass a truncated response off as whole.
-            Ok(_) if status < 500 => Err(format!(
-                "{status} ended cleanly: a reset upstream body must reach the client as an error"
-            )),
-            _ => Ok(()),
-        },
-        Kind::WrongHeader | Kind::Ungranted => want(
-            status == 403 && header("sluice-error").is_some(),
-            "403 with a sluice-error header",
-        ),
-        Kind::BadTls => want(status == 502, "502"),
-        Kind::StallHeadAbandoned | Kind::StallBodyAbandoned => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_dice_draw_every_kind_of_the_mix() {
-        let mut dice = Dice(42);
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..10_000 {
-            seen.insert(dice.kind());
+        for minted in [false, true] {
+            let mut dice = Dice { state: 42, minted };
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..10_000 {
+                seen.insert(dice.kind());
+            }
+            assert_eq!(seen, Kind::all(minted).collect());
+            assert_eq!(seen.contains(&Kind::Minted), minted);
         }
-        assert_eq!(seen.len(), MIX.len());
     }
 }

@@ -20,9 +20,11 @@
 //!
 //! It never dials or listens beyond loopback.
 
+mod answer;
 mod body;
 mod held;
 mod load;
+mod minted;
 mod reload;
 mod tunnel;
 mod upstream;
@@ -48,7 +50,8 @@ use body::StreamScan;
 use load::{Client, KindTally};
 use upstream::{BAD_TLS_HOST, GRANTED_HOST, UNGRANTED_HOST};
 use verdict::{
-    judge_audit, judge_held, judge_load, judge_resources, judge_upstream, judge_websockets, text,
+    judge_audit, judge_held, judge_load, judge_minted, judge_resent, judge_resources,
+    judge_upstream, judge_websockets, text,
 };
 
 /// What `sluice-bench soak` takes.
@@ -94,6 +97,11 @@ pub(crate) struct SoakArgs {
     /// every 100 ms (redacted answers required), reopened when a reload sends GOAWAY.
     #[arg(long, default_value_t = 2)]
     held_tunnels: usize,
+    /// Add a minted credential (`oauth2:`, client credentials) whose tokens, from the
+    /// soak's own token endpoint, live this many seconds: sluice must refresh each before
+    /// it expires [default: none].
+    #[arg(long, value_name = "SECS")]
+    mint_lifetime: Option<u64>,
 }
 
 /// One reading of sluice's process.
@@ -149,6 +157,7 @@ struct Summary {
     reloads_asked: reload::Reloads,
     reloads_in_force: u64,
     reloads_refused: u64,
+    minted: Option<minted::MintTally>,
     /// Swaps of a retired value on a tunnel opened before its retirement (allowed: a tunnel
     /// keeps the declaration it was opened under).
     retired_swaps: u64,
@@ -190,8 +199,8 @@ pub(crate) fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
 /// The declaration: one header of one host swapped, every response redacted; the other
 /// two hosts reachable without the secret. A reload's `generation` (0 at start) allows one
 /// more loopback address (a new name would be outside the run CA's name constraints), so
-/// that each reload changes the declaration.
-fn declaration(value_file: &Path, generation: u64) -> String {
+/// that each reload changes the declaration. `minted` is the minted secret's lines, if any.
+fn declaration(value_file: &Path, minted: &str, generation: u64) -> String {
     let (high, low) = ((generation / 250) % 250 + 1, generation % 250 + 1);
     let value_file = value_file.display();
     format!(
@@ -203,6 +212,7 @@ fn declaration(value_file: &Path, generation: u64) -> String {
              sinks: [egress]\n    \
              in: [header]\n    \
              header: [Authorization]\n\
+         {minted}\
          egress:\n  \
            allow: [\"{UNGRANTED_HOST}\", \"{BAD_TLS_HOST}\"]\n  \
            allow_ips: [\"127.0.0.1/32\", \"127.1.{high}.{low}/32\"]\n"
@@ -218,9 +228,20 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     let value_file = dir.join("value");
     std::fs::write(&value_file, &value).map_err(BenchError::file(&value_file))?;
     let upstream_ca = dir.join("upstream-ca.pem");
-    let upstreams = upstream::start(&upstream_ca, values.clone()).await?;
+    let client_secret = crate::harness::stand_in_value("soakclient");
+    let endpoint = args.mint_lifetime.map(|secs| {
+        Arc::new(minted::Endpoint::new(
+            Duration::from_secs(secs.max(1)),
+            &client_secret,
+        ))
+    });
+    let upstreams = upstream::start(&upstream_ca, values.clone(), endpoint.clone()).await?;
+    let minted_lines = endpoint.as_ref().map_or(String::new(), |endpoint| {
+        endpoint.declaration(GRANTED_HOST, upstreams.good.port())
+    });
     let policy = dir.join("soak.yaml");
-    std::fs::write(&policy, declaration(&value_file, 0)).map_err(BenchError::file(&policy))?;
+    std::fs::write(&policy, declaration(&value_file, &minted_lines, 0))
+        .map_err(BenchError::file(&policy))?;
     let sluice_dir = dir.join("sluice");
     std::fs::create_dir_all(&sluice_dir).map_err(BenchError::file(&sluice_dir))?;
     let stderr_path = dir.join("sluice.stderr");
@@ -238,7 +259,10 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     for host in [GRANTED_HOST, UNGRANTED_HOST, BAD_TLS_HOST] {
         command.arg("--pin").arg(host);
     }
-    command.env(TOKEN_VAR, &value).env_remove("RUST_LOG");
+    command
+        .env(TOKEN_VAR, &value)
+        .env(minted::CLIENT_SECRET_VAR, &client_secret)
+        .env_remove("RUST_LOG");
     let mut sluice = Spawned::start("sluice", command, &stderr_path, Ready::Line).await?;
     let pid = sluice
         .pid()
@@ -249,6 +273,13 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         proxy_auth: crate::harness::basic_auth(&read("proxy-url")?),
         tls: ClientTls::trusting(&sluice_dir.join("ca.pem"))?,
         placeholder: read("placeholder")?,
+        minted_placeholder: match endpoint {
+            Some(_) => Some(placeholder_of(
+                &read("placeholders")?,
+                minted::MINTED_SECRET,
+            )?),
+            None => None,
+        },
         values: values.clone(),
         good_port: upstreams.good.port(),
         bad_tls_port: upstreams.bad_tls.port(),
@@ -286,7 +317,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         policy: policy.clone(),
         declaration: {
             let value_file = value_file.clone();
-            Box::new(move |generation| declaration(&value_file, generation))
+            Box::new(move |generation| declaration(&value_file, &minted_lines, generation))
         },
         reload_every: every(args.reload_every),
         rotate_every: every(args.rotate_every),
@@ -376,6 +407,18 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     summary.reloads_in_force = in_force;
     summary.reloads_refused = refused;
     violations.extend(reload_violations);
+    judge_resent(&summary, &mut violations);
+    if let Some(endpoint) = &endpoint {
+        let secs = summary.secs;
+        judge_minted(
+            endpoint,
+            secs,
+            &audit,
+            &stderr_text,
+            &mut summary,
+            &mut violations,
+        );
+    }
     judge_resources(
         &samples,
         secs,
@@ -390,6 +433,15 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         eprintln!("sluice soak: run directory kept: {}", tmp.keep().display());
     }
     Ok(summary)
+}
+
+/// `NAME`'s placeholder in the `placeholders` file (`name=placeholder` lines).
+fn placeholder_of(placeholders: &str, name: &str) -> Result<String, BenchError> {
+    placeholders
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+        .map(str::to_owned)
+        .ok_or_else(|| BenchError::peer("sluice", format!("no placeholder for {name}")))
 }
 
 /// RSS and open descriptors of `pid` now.
@@ -451,10 +503,17 @@ mod tests {
 
     #[test]
     fn every_generation_of_the_declaration_loads_cleanly_and_differs() {
+        let endpoint = minted::Endpoint::new(Duration::from_secs(6), "client-secret");
+        for minted in [String::new(), endpoint.declaration(GRANTED_HOST, 8443)] {
+            generations_load_cleanly_and_differ(&minted);
+        }
+    }
+
+    fn generations_load_cleanly_and_differ(minted: &str) {
         let mut hashes = std::collections::HashSet::new();
         for generation in [0, 1, 249, 250, 251, 100_000] {
             let loaded = sluice_policies::Policy::parse(
-                &declaration(Path::new("/soak/value"), generation),
+                &declaration(Path::new("/soak/value"), minted, generation),
                 "soak.yaml",
             )
             .unwrap_or_else(|d| {
@@ -465,7 +524,7 @@ mod tests {
             });
             assert!(loaded.warnings.is_empty());
             assert!(
-                hashes.insert(declaration(Path::new("/soak/value"), generation)),
+                hashes.insert(declaration(Path::new("/soak/value"), minted, generation)),
                 "{generation}"
             );
         }

@@ -27,6 +27,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::body::{self, SoakBody, StreamScan};
+use super::minted::{self, Endpoint};
 use super::values::{Bearer, Values};
 use crate::error::BenchError;
 use crate::listen::accept_tls;
@@ -104,10 +105,16 @@ pub(crate) struct Upstreams {
 struct State {
     values: Arc<Values>,
     record: Arc<Record>,
+    /// The token endpoint and the API path behind it, with `--mint-lifetime`.
+    minted: Option<Arc<Endpoint>>,
 }
 
 /// Mints a CA (its certificate written to `ca_path`), starts both listeners on 127.0.0.1.
-pub(crate) async fn start(ca_path: &Path, values: Arc<Values>) -> Result<Upstreams, BenchError> {
+pub(crate) async fn start(
+    ca_path: &Path,
+    values: Arc<Values>,
+    minted: Option<Arc<Endpoint>>,
+) -> Result<Upstreams, BenchError> {
     let (good_config, bad_config) = server_configs(ca_path)?;
     let bind = || async {
         TcpListener::bind("127.0.0.1:0")
@@ -128,6 +135,7 @@ pub(crate) async fn start(ca_path: &Path, values: Arc<Values>) -> Result<Upstrea
     let state = Arc::new(State {
         values,
         record: upstreams.record.clone(),
+        minted,
     });
     tokio::spawn(accept_tls(
         good_listener,
@@ -249,12 +257,17 @@ async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response
     // The body, scanned as it streams (an upload is 256 KiB).
     let mut scans: Vec<StreamScan> = values.iter().map(|v| StreamScan::new(v)).collect();
     let mut received = 0u64;
+    // A token request's form, kept (small) for the endpoint.
+    let mut form = Vec::new();
     let mut incoming = incoming;
     while let Some(frame) = incoming.frame().await {
         let Ok(frame) = frame else { break };
         if let Ok(data) = frame.into_data() {
             received += data.len() as u64;
             scans.iter_mut().for_each(|scan| scan.push(&data));
+            if path == minted::TOKEN_PATH && form.len() < 64 * 1024 {
+                form.extend_from_slice(&data);
+            }
         }
     }
     if scans.iter().any(StreamScan::found) {
@@ -274,7 +287,22 @@ async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response
         [record.requests.load(Ordering::Relaxed) as usize % snapshot.known_to_sluice.max(1)]
     .clone();
     let stall = query_ms(parts.uri.query()).unwrap_or(0);
-    let mut response = match path.as_str() {
+    let authorization = parts.headers.get(http::header::AUTHORIZATION);
+    let mut response = match (path.as_str(), &state.minted) {
+        (minted::TOKEN_PATH, Some(endpoint)) => endpoint.token(authorization, &form),
+        (minted::MINTED_PATH, Some(endpoint)) => endpoint.api(authorization),
+        (path, _) => canned(path, received, &echoed, stall).await,
+    };
+    response
+        .headers_mut()
+        .insert("x-soak-auth", HeaderValue::from_static(auth_seen));
+    response
+}
+
+/// The answers of the paths that need no state: `/ok`, `/stream`, `/upload`, `/echo`,
+/// the resets and stalls; `404` for anything else.
+async fn canned(path: &str, received: u64, echoed: &[u8], stall: u64) -> Response<SoakBody> {
+    match path {
         "/ok" => Response::new(body::full(OK_BODY)),
         "/stream" => Response::new(fed(None, move |feed| async move {
             for _ in 0..STREAM_BYTES / CHUNK {
@@ -283,7 +311,7 @@ async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response
             Some(())
         })),
         "/upload" => Response::new(body::full(format!("received {received}\n"))),
-        "/echo" => echo(&echoed),
+        "/echo" => echo(echoed),
         "/reset" => Response::new(fed(Some(STREAM_BYTES as u64), |feed| async move {
             feed.send(Ok(filler(CHUNK))).await.ok()?;
             // The upstream gives up mid-body: hyper closes the connection (HTTP/1.1) or
@@ -304,11 +332,7 @@ async fn serve(request: Request<Incoming>, sni: &str, state: &State) -> Response
             *response.status_mut() = StatusCode::NOT_FOUND;
             response
         }
-    };
-    response
-        .headers_mut()
-        .insert("x-soak-auth", HeaderValue::from_static(auth_seen));
-    response
+    }
 }
 
 /// `ms=N` from a query.

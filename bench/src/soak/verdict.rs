@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::body::StreamScan;
 use super::load::{Kind, Tally};
+use super::minted::{Endpoint, TOKEN_PREFIX};
 use super::{Range, Sample, SoakArgs, Summary, held, upstream, websocket};
 
 /// The long-lived WebSockets: no value in an answer, and no end but a reload's `1012`
@@ -106,7 +107,7 @@ pub(super) fn judge_load(
     summary.h2_requests = tally.h2;
     summary.tunnels = tally.tunnels;
     summary.resent = tally.resent;
-    for kind in Kind::all() {
+    for kind in Kind::all(args.mint_lifetime.is_some()) {
         let counts = tally.kinds.get(&kind).cloned().unwrap_or_default();
         if counts.expected == 0 {
             violations.push(format!(
@@ -170,6 +171,76 @@ pub(super) fn judge_upstream(
             "sluice completed {handshakes} handshakes with the upstream whose certificate names another host"
         ));
     }
+}
+
+/// Requests sent again because sluice closed their connection first: each reload in force
+/// may end each worker's connection once (kept-alive, or opened just before it), and
+/// nothing else may.
+pub(super) fn judge_resent(summary: &Summary, violations: &mut Vec<String>) {
+    let explained = 2 * summary.concurrency as u64 * (summary.reloads_in_force + 1);
+    if summary.resent > explained {
+        violations.push(format!(
+            "sluice closed {} connections before their request went out; {} reloads in force explain at most {explained}",
+            summary.resent, summary.reloads_in_force
+        ));
+    }
+}
+
+/// The minted credential: every token refreshed before it expired (none arrived expired
+/// or unknown), about one mint per lifetime (not one per request or per reload), each
+/// mint in the audit log, and no token in the audit log or sluice's stderr (the client's
+/// answers were searched as they came).
+pub(super) fn judge_minted(
+    endpoint: &Endpoint,
+    secs: f64,
+    audit: &str,
+    stderr: &[u8],
+    summary: &mut Summary,
+    violations: &mut Vec<String>,
+) {
+    let mut tally = endpoint.tally();
+    tally.audit_mints = audit
+        .lines()
+        .filter(|line| line.contains("\"event\":\"mint\""))
+        .count() as u64;
+    if tally.expired > 0 || tally.unknown > 0 {
+        violations.push(format!(
+            "the API got {} expired and {} unknown minted tokens: sluice must refresh before expiry",
+            tally.expired, tally.unknown
+        ));
+    }
+    if tally.refused_token_requests > 0 {
+        violations.push(format!(
+            "the token endpoint refused {} of sluice's token requests",
+            tally.refused_token_requests
+        ));
+    }
+    let lifetimes = secs / tally.lifetime_s.max(1) as f64;
+    // Refreshed in the last quarter of each token's life: one mint per ¾ lifetime, or so.
+    let (fewest, most) = (
+        lifetimes.floor() as u64,
+        (2.0 * lifetimes).ceil() as u64 + 2,
+    );
+    if tally.tokens < fewest || tally.tokens > most {
+        violations.push(format!(
+            "{} tokens minted in {secs:.0} s of {}-second tokens; expected {fewest} to {most}",
+            tally.tokens, tally.lifetime_s
+        ));
+    }
+    if tally.audit_mints != tally.tokens + tally.refused_token_requests {
+        violations.push(format!(
+            "{} mint events in the audit log for {} token requests",
+            tally.audit_mints,
+            tally.tokens + tally.refused_token_requests
+        ));
+    }
+    if audit.contains(TOKEN_PREFIX) {
+        violations.push("a minted token appeared in the audit log".to_owned());
+    }
+    if super::body::contains(stderr, TOKEN_PREFIX.as_bytes()) {
+        violations.push("a minted token appeared in sluice's stderr".to_owned());
+    }
+    summary.minted = Some(tally);
 }
 
 pub(super) fn judge_audit(
@@ -323,7 +394,7 @@ pub(super) fn text(summary: &Summary) -> String {
     if asked.valid + asked.invalid > 0 {
         let _ = writeln!(
             out,
-            "  reloads: {} valid (in force: {}), {} invalid (refused, the declaration kept: {}); {} requests sent again on a new tunnel after sluice closed a kept-alive one",
+            "  reloads: {} valid (in force: {}), {} invalid (refused, the declaration kept: {}); {} requests sent again on a new tunnel after sluice closed theirs first",
             asked.valid,
             summary.reloads_in_force,
             asked.invalid,
@@ -338,6 +409,19 @@ pub(super) fn text(summary: &Summary) -> String {
             asked.rotations_with_declaration,
             summary.retired_swaps,
             summary.stale_swaps
+        );
+    }
+    if let Some(minted) = &summary.minted {
+        let _ = writeln!(
+            out,
+            "  minted: {} tokens of {} s ({} mint events); the API saw {} live, {} expired, {} unknown; {} token requests refused",
+            minted.tokens,
+            minted.lifetime_s,
+            minted.audit_mints,
+            minted.live,
+            minted.expired,
+            minted.unknown,
+            minted.refused_token_requests
         );
     }
     let _ = writeln!(
