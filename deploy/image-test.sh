@@ -5,6 +5,9 @@
 #   deploy/image-test.sh                 install what is missing, build, test
 #   deploy/image-test.sh --fresh         make the stand-in base images again first
 #
+# A second run keeps the stand-in images and podman's build cache (the cargo registry and
+# target directory of the Dockerfile's cache mounts), so only what changed is rebuilt.
+#
 # Run by .ci/run, and by hand as root on a Debian 12 machine. Each step is named as it
 # starts; a failing step stops the script with its name.
 #
@@ -62,24 +65,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-step "host settings for podman (containers.conf)"
+scratch="$(mktemp -d /var/tmp/sluice-image-test.XXXXXX)"
+trap 'rm -rf "$scratch"' EXIT
+
+step "host settings for podman (CONTAINERS_CONF, this run only)"
 # Root here cannot raise its own limits, and crun refuses this kernel's hybrid cgroups:
-# host facts for these machines, not the product's (../shared/notes/podman.md).
-conf=/etc/containers/containers.conf
-if ! grep -q '^# sluice image-test' "$conf" 2>/dev/null; then
-  mkdir -p /etc/containers
-  [ -e "$conf" ] && cp "$conf" "$conf.before-sluice"
-  cat >"$conf" <<'EOF'
-# sluice image-test: host settings for this machine kind (deploy/image-test.sh)
+# host facts for these machines, not the product's (../shared/notes/podman.md). Given to
+# podman for this script's run only; the machine's own containers.conf is left alone.
+cat >"$scratch/containers.conf" <<'EOF'
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
 [engine]
 runtime = "runc"
 EOF
-fi
-
-scratch="$(mktemp -d /var/tmp/sluice-image-test.XXXXXX)"
-trap 'rm -rf "$scratch"' EXIT
+export CONTAINERS_CONF="$scratch/containers.conf"
 
 have_image() { podman image exists "$1" && ! $fresh; }
 

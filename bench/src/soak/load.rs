@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::Request;
+use http::{HeaderValue, Request};
 use http_body_util::BodyExt;
 
 use super::answer::{Seen, check_leaks, describe, judge};
@@ -501,6 +501,18 @@ async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, S
         }
     })?;
     let status = response.status().as_u16();
+    // A tunnel opened under a declaration since replaced, asked for a token minted since:
+    // refused before anything was sent, so that the client opens a new tunnel (RFC 9110
+    // §15.5.20 lets it retry on another connection). Sent again, as a request never sent.
+    if status == 421
+        && response
+            .headers()
+            .get("sluice-error")
+            .map(HeaderValue::as_bytes)
+            == Some(b"tunnel-outdated")
+    {
+        return Err(format!("{NOT_SENT}: 421 tunnel-outdated"));
+    }
     let (parts, mut incoming) = response.into_parts();
     let mut body = Vec::new();
     let mut broke = None;

@@ -173,11 +173,12 @@ pub(super) fn judge_upstream(
     }
 }
 
-/// Requests sent again because sluice closed their connection first: each reload in force
-/// may end each worker's connection once (kept-alive, or opened just before it), and
-/// nothing else may.
+/// Requests sent again because sluice closed their connection first, or refused them as
+/// `421 tunnel-outdated` (a token minted after a reload, asked for on a tunnel opened
+/// before it): each reload in force may do each once to each worker's connection (a
+/// kept-alive one, one opened just before it), and nothing else may.
 pub(super) fn judge_resent(summary: &Summary, violations: &mut Vec<String>) {
-    let explained = 2 * summary.concurrency as u64 * (summary.reloads_in_force + 1);
+    let explained = 3 * summary.concurrency as u64 * (summary.reloads_in_force + 1);
     if summary.resent > explained {
         violations.push(format!(
             "sluice closed {} connections before their request went out; {} reloads in force explain at most {explained}",
@@ -370,7 +371,7 @@ pub(super) fn text(summary: &Summary) -> String {
     let held = &summary.held_tunnels;
     let _ = writeln!(
         out,
-        "  held HTTP/2 tunnels: {} opened, {} echoes redacted, {} ended by GOAWAY and reopened, {} unexpected, {} leaks",
+        "  held HTTP/2 tunnels: {} opened, {} echoes redacted, {} ended by GOAWAY (or 421 tunnel-outdated) and reopened, {} unexpected, {} leaks",
         held.opened,
         held.answers,
         held.goaways,

@@ -87,6 +87,8 @@ impl Shared {
         let upstream = if Arc::ptr_eq(&declared.policy, &self.policy) {
             self.upstream.clone()
         } else {
+            // Only the tunnels still open under this generation use its pools now.
+            self.upstream.retire();
             self.upstream
                 .for_generation(allow_ips(&declared.policy, &self.live))
         };

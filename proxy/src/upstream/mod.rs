@@ -376,6 +376,14 @@ impl Upstream {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Tells this leg's pools that a newer generation's serve new connections: the
+    /// HTTP/1.1 pool then keeps its idle connections seconds, not the idle timeout (only
+    /// the tunnels still open under this generation use them). hyper-util's HTTP/2 pool
+    /// holds one connection per origin, closed when the last tunnel using it ends.
+    pub(crate) fn retire(&self) {
+        self.http1.retire();
+    }
+
     /// Idle keep-alive connections in every HTTP/1.1 pool now (every worker, every
     /// generation still serving). hyper-util's HTTP/2 pool does not tell its own.
     pub(crate) fn idle_http1(&self) -> u64 {
@@ -611,5 +619,64 @@ mod tests {
         assert_eq!((first.dials(), next.dials()), (2, 2));
         assert!(!Arc::ptr_eq(&first.http1, &next.http1));
         assert_eq!(next.idle_http1(), 0);
+    }
+
+    /// A keep-alive HTTP/1.1 origin on loopback answering `ok`.
+    async fn origin() -> u16 {
+        use http_body_util::Full;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let service = hyper::service::service_fn(|_| async {
+                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(
+                        bytes::Bytes::from_static(b"ok"),
+                    )))
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
+                );
+            }
+        });
+        port
+    }
+
+    /// One request through `leg`'s HTTP/1.1 pool, read to its end; then waits for its
+    /// connection to be idle there.
+    async fn one_request(leg: &Upstream, port: u16) {
+        use http_body_util::BodyExt;
+        let request = Request::get(format!("http://127.0.0.1:{port}/"))
+            .body(crate::body::empty())
+            .unwrap();
+        let response = leg.http1.send(request).await.unwrap();
+        response.into_body().collect().await.unwrap();
+        for _ in 0..100 {
+            if leg.http1.idle_count() == 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the connection never went idle");
+    }
+
+    #[tokio::test]
+    async fn a_superseded_generation_keeps_idle_connections_seconds_not_the_idle_timeout() {
+        let port = origin().await;
+        let kept = leg(Arc::new(|ip: IpAddr| ip.is_loopback()));
+        let retired = kept.for_generation(Arc::new(|ip: IpAddr| ip.is_loopback()));
+        one_request(&kept, port).await;
+        one_request(&retired, port).await;
+        // A retired pool keeps what is younger than its few seconds...
+        retired.retire();
+        assert_eq!(retired.http1.idle_count(), 1);
+        // ...and lets it go once it is older; the pool in force keeps it for the idle
+        // timeout.
+        retired.http1.age(Duration::from_secs(3));
+        kept.http1.age(Duration::from_secs(3));
+        retired.http1.sweep();
+        kept.http1.sweep();
+        assert_eq!(retired.http1.idle_count(), 0);
+        assert_eq!(kept.http1.idle_count(), 1);
     }
 }

@@ -29,6 +29,10 @@ use crate::body::Body;
 /// The most idle connections kept per origin; past it the oldest idle one is let go.
 /// Busy ones (a response still being read) are bounded by the connection limit instead.
 const MAX_IDLE_PER_ORIGIN: usize = 64;
+/// How long a superseded generation's pool keeps an idle connection: long enough for the
+/// next request of a tunnel still open under that generation, not the idle timeout, which
+/// would keep every recent reload's connections (and their TLS buffers) open at once.
+const RETIRED_IDLE: Duration = Duration::from_secs(2);
 
 /// Idle HTTP/1.1 connections by origin.
 pub(super) struct Http1Pool {
@@ -37,6 +41,8 @@ pub(super) struct Http1Pool {
     tls: Arc<rustls::ClientConfig>,
     idle_timeout: Duration,
     idle: Mutex<HashMap<Origin, Vec<Idle>>>,
+    /// Set once a newer generation's pool serves new connections ([`Http1Pool::retire`]).
+    retired: AtomicBool,
     /// Whether the sweeper that closes expired connections runs (started on first use, on
     /// the worker's runtime).
     sweeping: AtomicBool,
@@ -81,6 +87,7 @@ impl Http1Pool {
             tls,
             idle_timeout,
             idle: Mutex::new(HashMap::new()),
+            retired: AtomicBool::new(false),
             sweeping: AtomicBool::new(false),
         });
         let mut pools = pool
@@ -93,6 +100,24 @@ impl Http1Pool {
         pools.push(Arc::downgrade(&pool));
         drop(pools);
         pool
+    }
+
+    /// Marks this pool as a superseded generation's: from now on only the tunnels opened
+    /// under that generation use it, so its idle connections are kept for
+    /// [`RETIRED_IDLE`] instead of the idle timeout, and the longer-idle ones go now.
+    pub(super) fn retire(&self) {
+        if !self.retired.swap(true, Ordering::Relaxed) {
+            self.sweep();
+        }
+    }
+
+    /// How long an idle connection is kept here now.
+    fn keep_idle(&self) -> Duration {
+        if self.retired.load(Ordering::Relaxed) {
+            RETIRED_IDLE.min(self.idle_timeout)
+        } else {
+            self.idle_timeout
+        }
     }
 
     /// Connections held here ready for a request now (busy ones, whose response is still
@@ -173,13 +198,13 @@ impl Http1Pool {
     /// A ready connection to `origin`, most recently used first; drops the expired
     /// ones it passes and leaves the busy ones.
     fn checkout(&self, origin: &Origin) -> Option<SendRequest<Body>> {
-        let now = Instant::now();
+        let (now, keep) = (Instant::now(), self.keep_idle());
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let list = idle.get_mut(origin)?;
         let mut i = list.len();
         while i > 0 {
             i -= 1;
-            if list[i].expired(now, self.idle_timeout) {
+            if list[i].expired(now, keep) {
                 list.remove(i);
             } else if list[i].sender.is_ready() {
                 return Some(list.remove(i).sender);
@@ -193,10 +218,10 @@ impl Http1Pool {
             return;
         }
         {
-            let now = Instant::now();
+            let (now, keep) = (Instant::now(), self.keep_idle());
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             let list = idle.entry(origin).or_default();
-            list.retain_mut(|entry| !entry.expired(now, self.idle_timeout));
+            list.retain_mut(|entry| !entry.expired(now, keep));
             let ready = list.iter().filter(|e| e.sender.is_ready()).count();
             if ready >= MAX_IDLE_PER_ORIGIN
                 && let Some(oldest) = list.iter().position(|e| e.sender.is_ready())
@@ -206,7 +231,7 @@ impl Http1Pool {
             list.push(Idle { sender, since: now });
         }
         if !self.sweeping.swap(true, Ordering::Relaxed) {
-            start_sweeper(Arc::downgrade(self), self.idle_timeout);
+            start_sweeper(Arc::downgrade(self));
         }
     }
 
@@ -216,23 +241,36 @@ impl Http1Pool {
         super::http1_over(conn, uri.host().unwrap_or_default(), false).await
     }
 
+    /// Makes every idle connection here `by` older, for tests of what expires when.
+    #[cfg(test)]
+    pub(super) fn age(&self, by: Duration) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        for entry in idle.values_mut().flatten() {
+            entry.since = entry.since.checked_sub(by).unwrap_or(entry.since);
+        }
+    }
+
     /// Drops every expired connection, so that an origin no request comes back to
     /// does not keep its connections open.
-    fn sweep(&self) {
-        let now = Instant::now();
+    pub(super) fn sweep(&self) {
+        let (now, keep) = (Instant::now(), self.keep_idle());
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.retain(|_, list| {
-            list.retain_mut(|entry| !entry.expired(now, self.idle_timeout));
+            list.retain_mut(|entry| !entry.expired(now, keep));
             !list.is_empty()
         });
     }
 }
 
-/// Sweeps `pool` every half idle timeout for as long as it exists.
-fn start_sweeper(pool: Weak<Http1Pool>, idle_timeout: Duration) {
+/// Sweeps `pool` every half of its idle time (shorter once it is retired) for as long as
+/// it exists.
+fn start_sweeper(pool: Weak<Http1Pool>) {
     tokio::spawn(async move {
-        let period = (idle_timeout / 2).max(Duration::from_millis(100));
         loop {
+            let period = match pool.upgrade() {
+                Some(pool) => (pool.keep_idle() / 2).max(Duration::from_millis(100)),
+                None => return,
+            };
             tokio::time::sleep(period).await;
             match pool.upgrade() {
                 Some(pool) => pool.sweep(),
