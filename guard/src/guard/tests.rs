@@ -268,3 +268,40 @@ fn debug_shows_names_not_values() {
     assert!(shown.contains("name_here"));
     assert!(!shown.contains("value-that-is-secret"));
 }
+
+/// A run keeps every value it has known (each rotation and each minted token adds one),
+/// so the guard grows with the run; its tables must stay bounded however long it runs.
+/// The DFA grows with the patterns until [`DFA_PATTERN_BYTES`](super::builder), then the
+/// contiguous NFA takes over at a fraction of the size.
+#[test]
+fn the_guard_stays_bounded_however_many_values_a_run_retires() {
+    let mut sizes = Vec::new();
+    for retired in [0usize, 10, 30, 60, 100, 200, 400] {
+        let mut builder = Guard::builder();
+        let id = builder
+            .add(
+                "token",
+                Placeholder::parse("SLUICE_TOKEN_0123456789abcdef").unwrap(),
+                SecretValue::new(b"tok-current-0123456789abcdef0123456789".to_vec()),
+            )
+            .unwrap();
+        for n in 0..retired {
+            let value = format!("tok-retired-{n:06}-0123456789abcdef012345");
+            builder
+                .add_retired(id, SecretValue::new(value.into_bytes()))
+                .unwrap();
+        }
+        let guard = builder.build().unwrap();
+        sizes.push((retired, guard.pattern_count(), guard.memory_usage()));
+    }
+    eprintln!("retired values, patterns, bytes: {sizes:?}");
+    for (retired, _, bytes) in &sizes {
+        assert!(
+            *bytes <= 20 << 20,
+            "{retired} retired values: {bytes} bytes"
+        );
+    }
+    // Past the DFA's bound, more values cost less than the DFA did.
+    let largest_dfa = sizes.iter().map(|s| s.2).max().unwrap();
+    assert!(sizes.last().unwrap().2 < largest_dfa, "{sizes:?}");
+}

@@ -32,6 +32,10 @@ pub(crate) struct Gauges {
     pub(crate) leaves_minted: u64,
     /// Secrets the declaration in force declares.
     pub(crate) secrets: u64,
+    /// The guard in force: its patterns (every form of every value the run has known) and
+    /// the bytes its tables take. It grows with each rotated value and minted token.
+    pub(crate) guard_patterns: u64,
+    pub(crate) guard_bytes: u64,
     /// Whether the audit log is healthy (1) or failed (0).
     pub(crate) audit_healthy: bool,
     /// Each budgeted secret of the declaration in force: its name, the requests its
@@ -272,6 +276,18 @@ impl Collector for Page {
             "sluice_secrets",
             "Secrets the declaration in force declares.",
             g.secrets,
+        )?;
+        gauge(
+            &mut encoder,
+            "sluice_guard_patterns",
+            "Patterns of the guard in force: every form of every value the run has known.",
+            g.guard_patterns,
+        )?;
+        gauge(
+            &mut encoder,
+            "sluice_guard_bytes",
+            "Bytes the guard in force's matching tables take.",
+            g.guard_bytes,
         )?;
         gauge(
             &mut encoder,

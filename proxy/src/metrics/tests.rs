@@ -27,6 +27,8 @@ fn every_workers_counts_are_summed_into_one_page() {
         upstream_idle: 3,
         audit_healthy: true,
         secrets: 1,
+        guard_patterns: 7,
+        guard_bytes: 272_261,
         ..Gauges::default()
     });
     for line in [
@@ -48,6 +50,8 @@ fn every_workers_counts_are_summed_into_one_page() {
         "sluice_upstream_idle_connections 3",
         "sluice_audit_write_failures_total 0",
         "sluice_audit_healthy 1",
+        "sluice_guard_patterns 7",
+        "sluice_guard_bytes 272261",
         "# TYPE sluice_request_duration_seconds histogram",
     ] {
         assert!(

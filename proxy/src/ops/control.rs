@@ -108,6 +108,8 @@ impl Control {
             leaves_cached: self.ca.cached_count() as u64,
             leaves_minted: self.ca.minted_count() as u64,
             secrets: shared.live.current().policy.secrets().len() as u64,
+            guard_patterns: shared.live.current().guard.pattern_count() as u64,
+            guard_bytes: shared.live.current().guard.memory_usage() as u64,
             audit_healthy: shared.audit.is_healthy(),
             budgets: shared
                 .budgets
