@@ -1015,3 +1015,69 @@ async fn a_client_resumes_its_tls_session_with_the_one_ticket_sluice_sends() {
     );
     proxy.stop().await;
 }
+
+/// A refusal answered before the request's body was read reaches a client still streaming
+/// a large upload (chunked, as a client sends a body of unknown length): sluice drains the
+/// rest before it closes (`edge::linger`) instead of closing on unread data, which resets
+/// the connection and loses the answer (hyper's client, still writing, reports the write
+/// error instead of the refusal).
+#[tokio::test]
+async fn a_streamed_upload_refused_before_its_body_is_read_gets_its_refusal_not_a_reset() {
+    use http_body_util::{BodyExt, StreamBody};
+    let (_pki, upstream, proxy) = setup(&[b"http/1.1"]).await;
+    let placeholder = proxy
+        .proxy
+        .placeholders()
+        .get("api_token")
+        .unwrap()
+        .to_owned();
+    let authority = format!("other.test:{}", upstream.port());
+    for round in 0..5 {
+        let tls = proxy
+            .at()
+            .tls_tunnel(&authority, "other.test", &[b"http/1.1"])
+            .await
+            .expect("tunnel");
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .expect("handshake");
+        tokio::spawn(conn);
+        // 8 MiB in 16 KiB chunks, fed as the client produces them.
+        let (feed, chunks) = tokio::sync::mpsc::channel::<Bytes>(4);
+        tokio::spawn(async move {
+            for _ in 0..512 {
+                if feed.send(Bytes::from(vec![b'u'; 16 * 1024])).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let stream = futures_util::stream::unfold(chunks, |mut chunks| async move {
+            let chunk = chunks.recv().await?;
+            Some((
+                Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(chunk)),
+                chunks,
+            ))
+        });
+        // The placeholder toward a host its secret does not grant: refused from the head.
+        let request = Request::post("/upload")
+            .header("host", authority.as_str())
+            .header("authorization", format!("Bearer {placeholder}"))
+            .body(StreamBody::new(stream).boxed())
+            .unwrap();
+        let response = send
+            .send_request(request)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: no refusal, but {e:?}"));
+        assert_eq!(response.status(), 403, "round {round}");
+        assert_eq!(
+            response.headers()["sluice-error"],
+            "placeholder-not-granted",
+            "round {round}"
+        );
+    }
+    assert!(
+        upstream.records().is_empty(),
+        "nothing reached the upstream"
+    );
+}

@@ -20,6 +20,7 @@ use sluice_policies::{Denied, Reach};
 use tokio::net::TcpStream;
 
 use crate::body::{self, Body};
+use crate::edge::linger::{Linger, LingerSwitch};
 use crate::forward;
 use crate::forward::tunnel::{Origin, Tunnel};
 use crate::generation::door::Exchange;
@@ -197,7 +198,9 @@ pub(crate) async fn intercept<IO>(
         origin,
         plans: PlanCache::default(),
         slot,
+        linger: LingerSwitch::default(),
     });
+    let linger = tunnel.linger.clone();
     let service = {
         // Values minted or rotated since the tunnel opened are known to its requests: the
         // snapshot is moved on once per change, not rebuilt per request.
@@ -227,6 +230,9 @@ pub(crate) async fn intercept<IO>(
         // tunnel, under the declaration in force, rather than multiplex for ever on this one.
         serve_until(conn, shutdown, shared.replaced(false), "intercepted").await;
     } else {
+        // A refusal answered before the request's body was read is not lost to a reset
+        // when the connection closes: the client's rest is drained first (`linger`).
+        let io = TokioIo::new(Linger::new(io.into_inner(), linger));
         let conn = crate::edge::listen::http1_server(&shared.limits)
             .serve_connection(io, service)
             .with_upgrades();

@@ -13,4 +13,5 @@
 pub(crate) mod ask;
 pub(crate) mod capture;
 pub(crate) mod connect;
+pub(crate) mod linger;
 pub(crate) mod listen;

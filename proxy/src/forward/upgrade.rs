@@ -189,6 +189,8 @@ pub(super) async fn exchange(
         deflate,
     };
     let slot = tunnel.slot.clone();
+    // The relay reads the client's side until it ends: nothing may drain it at a close.
+    tunnel.linger.off();
     tokio::spawn(async move {
         // The relayed connection counts against the connection limit until it closes.
         let _slot = slot;

@@ -18,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::body::Body;
+use crate::edge::linger::{Linger, LingerSwitch};
 use crate::generation::door::Exchange;
 use crate::generation::shared::{ConnSlot, Shared, serve_until_stopped};
 use crate::refusal::Refusal;
@@ -41,8 +42,13 @@ pub(crate) async fn serve(
             async move { Ok::<_, Infallible>(one(request, name.as_deref(), port, shared).await) }
         })
     };
+    // In the clear nothing is upgraded or relayed: the connection may linger at its close
+    // so that a refusal reaches a client still sending (`linger`).
     let conn = crate::edge::listen::http1_server(&shared.limits)
-        .serve_connection(TokioIo::new(stream), service)
+        .serve_connection(
+            TokioIo::new(Linger::new(stream, LingerSwitch::default())),
+            service,
+        )
         // As the proxy's listener serves it (no upgrade happens in the clear: its headers
         // are stripped).
         .with_upgrades();
