@@ -91,7 +91,12 @@ fn the_image_runs_sluice_as_its_entrypoint() {
         "-c",
         "true",
     ]);
-    assert!(!shell.status.success(), "the image has a shell");
+    // 127: the runtime found no such program (any other failure would say nothing).
+    assert_eq!(
+        shell.status.code(),
+        Some(127),
+        "a shell in the image? {shell:?}"
+    );
     let user = ok(
         "the image's user",
         &["image", "inspect", "--format", "{{.Config.User}}", &image],
@@ -185,7 +190,7 @@ async fn serve_in_the_image_swaps_redacts_refuses_and_drains_on_stop() {
         let anonymous = Curl::new(&format!("http://{published}"), &ca)
             .get(&format!("https://api.test:{port}/anonymous"));
         assert!(
-            anonymous.stderr.contains("407") || anonymous.status == 407,
+            anonymous.stderr.contains("response 407") || anonymous.status == 407,
             "no credentials: {anonymous:?}"
         );
 
@@ -297,9 +302,33 @@ fn the_default_command_writes_a_proxy_url_its_neighbours_dial_and_passes_its_hea
 
     ok("podman stop", &["stop", "-t", "20", &name]);
     assert_eq!(exit_code(&name), 0, "sluice's exit: {}", logs(&name));
-    // With sluice gone, the healthcheck says so.
-    let unhealthy = podman::podman(&["healthcheck", "run", &name]);
-    assert!(!unhealthy.status.success(), "healthy after stop");
+
+    // The same healthcheck in a container of the image where nothing listens on 3128 (a
+    // sluice that never started): unhealthy.
+    let idle = scope.container("idle");
+    ok(
+        "start the image with nothing listening",
+        &[
+            "run",
+            "-d",
+            "--name",
+            &idle,
+            "--network",
+            NETWORK,
+            "--health-interval",
+            "disable",
+            "--entrypoint",
+            "/usr/local/bin/busybox",
+            &image,
+            "sleep",
+            "60",
+        ],
+    );
+    let unhealthy = podman::podman(&["healthcheck", "run", &idle]);
+    assert!(
+        !unhealthy.status.success(),
+        "healthy with nothing listening: {unhealthy:?}"
+    );
 }
 
 #[tokio::test]

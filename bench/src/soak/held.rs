@@ -100,8 +100,9 @@ async fn one_client(client: Arc<Client>, deadline: Instant, stop: Arc<AtomicBool
                 one(&client, &mut conn, opened, Kind::Echo, &mut tally.leaks).await;
             match verdict {
                 Ok(()) => tally.answers += 1,
-                // Not taken: the tunnel was told to go away; a new one takes the next.
-                Err(why) if why.starts_with(NOT_SENT) => {
+                // Not taken: the tunnel was told to go away (by a reload since it opened: for
+                // nothing else may sluice do so); a new one takes the next.
+                Err(why) if why.starts_with(NOT_SENT) && client.values.reloaded_since(opened) => {
                     tally.goaways += 1;
                     break;
                 }

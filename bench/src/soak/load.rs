@@ -330,10 +330,13 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
         let (verdict, reusable) = one(&client, &mut conn, opened, kind, &mut tally.leaks).await;
         // A connection sluice closed before this request went out (a reload ends the
         // tunnels of the declaration it replaced once their work is done: a kept-alive one,
-        // or one opened just before the reload): not an answer to it. A client's pool
-        // sends it again on a new connection (RFC 9110 §9.2.2); so does this. Bounded by
-        // the reloads (`judge_load`).
-        if matches!(&verdict, Err(why) if why.starts_with(NOT_SENT)) {
+        // or one opened just before the reload), or a `421 tunnel-outdated`: not an answer
+        // to it. A client's pool sends it again on a new connection (RFC 9110 §9.2.2);
+        // so does this, when a reload was asked since the tunnel opened. Otherwise sluice
+        // had no reason to: unexpected.
+        if matches!(&verdict, Err(why) if why.starts_with(NOT_SENT))
+            && client.values.reloaded_since(opened)
+        {
             tally.resent += 1;
             continue;
         }
@@ -385,12 +388,22 @@ pub(super) async fn one(
     };
     let seen = match seen {
         Ok(seen) => seen,
+        // Never sent: judged as any request's (sent again, when a reload explains it).
+        Err(why) if why.starts_with(NOT_SENT) => return (Err(why), false),
         // The upstream broke off before sluice could answer: it may equally drop the
         // client's connection or stream.
         Err(_) if kind == Kind::Reset => return (Ok(()), false),
         Err(why) => return (Err(why), false),
     };
     check_leaks(client, kind, &seen, leaks);
+    // A tunnel opened under a declaration since replaced, asked for a token minted since:
+    // refused before anything was sent, so that the client opens a new tunnel (RFC 9110
+    // §15.5.20 lets it retry on another connection). Sent again, as a request never sent.
+    if seen.status == 421
+        && seen.headers.get("sluice-error").map(HeaderValue::as_bytes) == Some(b"tunnel-outdated")
+    {
+        return (Err(format!("{NOT_SENT}: 421 tunnel-outdated")), false);
+    }
     let verdict = judge(client, kind, &seen);
     let reusable = seen.body.is_ok() && kind != Kind::Reset;
     (verdict, reusable)
@@ -501,18 +514,6 @@ async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, S
         }
     })?;
     let status = response.status().as_u16();
-    // A tunnel opened under a declaration since replaced, asked for a token minted since:
-    // refused before anything was sent, so that the client opens a new tunnel (RFC 9110
-    // §15.5.20 lets it retry on another connection). Sent again, as a request never sent.
-    if status == 421
-        && response
-            .headers()
-            .get("sluice-error")
-            .map(HeaderValue::as_bytes)
-            == Some(b"tunnel-outdated")
-    {
-        return Err(format!("{NOT_SENT}: 421 tunnel-outdated"));
-    }
     let (parts, mut incoming) = response.into_parts();
     let mut body = Vec::new();
     let mut broke = None;

@@ -91,7 +91,7 @@ pub(super) async fn run(plan: Plan) -> Reloads {
             {
                 return asked;
             }
-            if std::fs::write(&plan.value_file, &value).is_err() || !hang_up(plan.pid) {
+            if std::fs::write(&plan.value_file, &value).is_err() || !hang_up(&plan) {
                 return asked;
             }
             asked.rotations_with_declaration += u64::from(with_declaration);
@@ -118,7 +118,7 @@ pub(super) async fn run(plan: Plan) -> Reloads {
         } else {
             (plan.declaration)(generation)
         };
-        if std::fs::write(&plan.policy, text).is_err() || !hang_up(plan.pid) {
+        if std::fs::write(&plan.policy, text).is_err() || !hang_up(&plan) {
             return asked;
         }
         if invalid {
@@ -134,10 +134,11 @@ pub(super) async fn run(plan: Plan) -> Reloads {
     }
 }
 
-/// `kill -HUP PID`.
-fn hang_up(pid: u32) -> bool {
+/// `kill -HUP PID`, noted first (a tunnel opened before it may be closed by it).
+fn hang_up(plan: &Plan) -> bool {
+    plan.values.note_reload();
     std::process::Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
+        .args(["-HUP", &plan.pid.to_string()])
         .status()
         .is_ok_and(|s| s.success())
 }

@@ -4,6 +4,7 @@
 //! one arriving on a tunnel opened after its retirement), the client (which must never
 //! receive any of them) and the rotation itself. Times are milliseconds since the soak began.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -11,7 +12,13 @@ use std::time::Instant;
 pub(crate) struct Values {
     epoch: Instant,
     all: RwLock<Vec<Known>>,
+    /// When sluice was last sent `SIGHUP` (ms; 0 before the first).
+    last_reload_ms: AtomicU64,
 }
+
+/// How long before a tunnel opened a reload may have been asked and still be put in force
+/// after sluice accepted it (sluice reads the file and builds the generation first).
+const RELOAD_TAKES_MS: u64 = 2_000;
 
 /// Every value, and how many of them sluice has been given (the rest are on their way).
 pub(crate) struct Snapshot {
@@ -47,12 +54,26 @@ impl Values {
                 in_force: true,
                 retired_ms: None,
             }]),
+            last_reload_ms: AtomicU64::new(0),
         })
     }
 
     /// Milliseconds since the soak began.
     pub(crate) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Notes that sluice is being sent `SIGHUP` now.
+    pub(crate) fn note_reload(&self) {
+        self.last_reload_ms
+            .store(self.now_ms().max(1), Ordering::Relaxed);
+    }
+
+    /// Whether a reload was asked after (or just before) a tunnel opened at `opened_ms`:
+    /// only then may sluice close it before a request, or answer `421 tunnel-outdated`.
+    pub(crate) fn reloaded_since(&self, opened_ms: u64) -> bool {
+        let last = self.last_reload_ms.load(Ordering::Relaxed);
+        last > 0 && last + RELOAD_TAKES_MS >= opened_ms
     }
 
     /// Every value, oldest first.

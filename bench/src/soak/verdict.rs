@@ -175,8 +175,9 @@ pub(super) fn judge_upstream(
 
 /// Requests sent again because sluice closed their connection first, or refused them as
 /// `421 tunnel-outdated` (a token minted after a reload, asked for on a tunnel opened
-/// before it): each reload in force may do each once to each worker's connection (a
-/// kept-alive one, one opened just before it), and nothing else may.
+/// before it). Each is excused only on a tunnel opened before a reload was asked (the load
+/// counts any other as unexpected); and each reload in force may do each once to each
+/// worker's connection (a kept-alive one, one opened just before it).
 pub(super) fn judge_resent(summary: &Summary, violations: &mut Vec<String>) {
     let explained = 3 * summary.concurrency as u64 * (summary.reloads_in_force + 1);
     if summary.resent > explained {

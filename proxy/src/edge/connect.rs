@@ -232,7 +232,7 @@ pub(crate) async fn intercept<IO>(
     } else {
         // A refusal answered before the request's body was read is not lost to a reset
         // when the connection closes: the client's rest is drained first (`linger`).
-        let io = TokioIo::new(Linger::new(io.into_inner(), linger));
+        let io = TokioIo::new(Linger::new(io.into_inner(), linger, shutdown.clone()));
         let conn = crate::edge::listen::http1_server(&shared.limits)
             .serve_connection(io, service)
             .with_upgrades();

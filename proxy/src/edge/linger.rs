@@ -25,6 +25,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
 use tokio::time::Sleep;
 
 /// The longest a closing connection is drained.
@@ -37,6 +38,9 @@ pub(crate) struct Linger<IO> {
     io: IO,
     state: State,
     switch: LingerSwitch,
+    /// sluice's shutdown: a connection closed by it does not linger (the drain at
+    /// shutdown closes idle keep-alive connections, whose clients may never answer).
+    shutdown: watch::Receiver<bool>,
 }
 
 /// Turns one connection's lingering close off, for good.
@@ -66,12 +70,13 @@ enum State {
 }
 
 impl<IO> Linger<IO> {
-    /// `io`, lingering at its close until `switch` is turned off.
-    pub(crate) fn new(io: IO, switch: LingerSwitch) -> Self {
+    /// `io`, lingering at its close until `switch` is turned off or sluice shuts down.
+    pub(crate) fn new(io: IO, switch: LingerSwitch, shutdown: watch::Receiver<bool>) -> Self {
         Self {
             io,
             state: State::Open,
             switch,
+            shutdown,
         }
     }
 }
@@ -117,7 +122,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Linger<IO> {
             match &mut this.state {
                 State::Open => {
                     ready!(Pin::new(&mut this.io).poll_shutdown(cx))?;
-                    this.state = match this.switch.is_off() {
+                    this.state = match this.switch.is_off() || *this.shutdown.borrow() {
                         true => State::Closed,
                         false => State::Draining {
                             until: Box::pin(tokio::time::sleep(LINGER_FOR)),
@@ -154,10 +159,28 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A shutdown signal that never fires (its last value stays `false`).
+    fn running() -> watch::Receiver<bool> {
+        watch::channel(false).1
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_by_sluices_shutdown_does_not_linger() {
+        let (ours, mut theirs) = tokio::io::duplex(64);
+        let (stop, stopping) = watch::channel(false);
+        let mut ours = Linger::new(ours, LingerSwitch::default(), stopping);
+        stop.send(true).unwrap();
+        theirs.write_all(b"still sending").await.unwrap();
+        ours.shutdown().await.unwrap();
+        let mut read = [0u8; 13];
+        ours.read_exact(&mut read).await.unwrap();
+        assert_eq!(&read, b"still sending", "drained at shutdown");
+    }
+
     #[tokio::test]
     async fn a_closing_side_is_drained_until_the_client_ends() {
         let (ours, mut theirs) = tokio::io::duplex(64);
-        let mut ours = Linger::new(ours, LingerSwitch::default());
+        let mut ours = Linger::new(ours, LingerSwitch::default(), running());
         ours.write_all(b"HTTP/1.1 403 Forbidden\r\n\r\n")
             .await
             .unwrap();
@@ -176,7 +199,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_never_stops_is_let_go_after_the_most_it_may_send() {
         let (ours, mut theirs) = tokio::io::duplex(64 * 1024);
-        let mut ours = Linger::new(ours, LingerSwitch::default());
+        let mut ours = Linger::new(ours, LingerSwitch::default(), running());
         let endless = tokio::spawn(async move {
             // Writes until the other side is gone, counting what it got through.
             let mut sent = 0usize;
@@ -198,7 +221,7 @@ mod tests {
     async fn a_connection_switched_off_closes_without_reading_what_a_relay_must_forward() {
         let (ours, mut theirs) = tokio::io::duplex(64);
         let switch = LingerSwitch::default();
-        let mut ours = Linger::new(ours, switch.clone());
+        let mut ours = Linger::new(ours, switch.clone(), running());
         switch.off();
         theirs.write_all(b"a frame for the upstream").await.unwrap();
         ours.shutdown().await.unwrap();

@@ -382,6 +382,7 @@ impl Upstream {
     /// holds one connection per origin, closed when the last tunnel using it ends.
     pub(crate) fn retire(&self) {
         self.http1.retire();
+        self.pinned.for_each(|leg| leg.http1.retire());
     }
 
     /// Idle keep-alive connections in every HTTP/1.1 pool now (every worker, every

@@ -137,6 +137,12 @@ impl<L> PinnedLegs<L> {
             .or_insert_with(|| Arc::new(build()))
             .clone()
     }
+
+    /// Calls `each` on every leg built so far.
+    pub(super) fn for_each(&self, mut each: impl FnMut(&L)) {
+        let legs = self.legs.lock().unwrap_or_else(|e| e.into_inner());
+        legs.values().for_each(|leg| each(leg));
+    }
 }
 
 /// What webpki asks of each candidate path it builds.

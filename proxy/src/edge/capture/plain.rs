@@ -46,7 +46,11 @@ pub(crate) async fn serve(
     // so that a refusal reaches a client still sending (`linger`).
     let conn = crate::edge::listen::http1_server(&shared.limits)
         .serve_connection(
-            TokioIo::new(Linger::new(stream, LingerSwitch::default())),
+            TokioIo::new(Linger::new(
+                stream,
+                LingerSwitch::default(),
+                shared.shutdown.clone(),
+            )),
             service,
         )
         // As the proxy's listener serves it (no upgrade happens in the clear: its headers
