@@ -1018,7 +1018,7 @@ async fn a_client_resumes_its_tls_session_with_the_one_ticket_sluice_sends() {
 
 /// A refusal answered before the request's body was read reaches a client still streaming
 /// a large upload (chunked, as a client sends a body of unknown length): sluice drains the
-/// rest before it closes (`edge::linger`) instead of closing on unread data, which resets
+/// rest before it closes (`proxy::linger`) instead of closing on unread data, which resets
 /// the connection and loses the answer (hyper's client, still writing, reports the write
 /// error instead of the refusal).
 #[tokio::test]

@@ -71,6 +71,7 @@ mod forward;
 #[cfg(fuzzing)]
 pub mod fuzzing;
 mod generation;
+mod linger;
 mod metrics;
 mod mint;
 mod ops;

@@ -20,11 +20,11 @@ use sluice_policies::{Denied, Reach};
 use tokio::net::TcpStream;
 
 use crate::body::{self, Body};
-use crate::edge::linger::{Linger, LingerSwitch};
 use crate::forward;
 use crate::forward::tunnel::{Origin, Tunnel};
 use crate::generation::door::Exchange;
 use crate::generation::shared::{ConnSlot, Shared, serve_until, serve_until_stopped};
+use crate::linger::{Linger, LingerSwitch};
 use crate::refusal::Refusal;
 use crate::scan::request::PlanCache;
 use crate::tls::target::{Target, check_authority};

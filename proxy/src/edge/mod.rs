@@ -13,5 +13,4 @@
 pub(crate) mod ask;
 pub(crate) mod capture;
 pub(crate) mod connect;
-pub(crate) mod linger;
 pub(crate) mod listen;

@@ -7,8 +7,8 @@
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Uri};
 
-use crate::edge::linger::LingerSwitch;
 use crate::generation::shared::ConnSlot;
+use crate::linger::LingerSwitch;
 use crate::refusal::Refusal;
 use crate::scan::request::PlanCache;
 use crate::tls::target::Target;
@@ -24,7 +24,7 @@ pub(crate) struct Tunnel {
     /// The client connection's slot. Whatever outlives a request (an upgraded connection)
     /// holds a clone, so that the connection limit and the drain at shutdown count it.
     pub slot: ConnSlot,
-    /// The client connection's lingering close (`edge::linger`), turned off when the
+    /// The client connection's lingering close (`linger`), turned off when the
     /// connection is upgraded: the relay reads it to its end itself.
     pub linger: LingerSwitch,
 }

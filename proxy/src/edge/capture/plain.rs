@@ -18,9 +18,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::body::Body;
-use crate::edge::linger::{Linger, LingerSwitch};
 use crate::generation::door::Exchange;
 use crate::generation::shared::{ConnSlot, Shared, serve_until_stopped};
+use crate::linger::{Linger, LingerSwitch};
 use crate::refusal::Refusal;
 
 /// Serves the requests of one captured plain connection, for `name` (the resolver's) or

@@ -15,6 +15,9 @@
 //! sending; or drain a connection handed to a relay that reads it itself (an upgraded
 //! WebSocket, whose client may still send after its upstream is done): the upgrade turns
 //! the lingering off ([`LingerSwitch::off`]).
+//!
+//! It sits below the edge (which wraps a connection in it) and `forward` (whose upgrade
+//! turns it off), so that neither reaches into the other.
 
 use std::future::Future as _;
 use std::io;
