@@ -192,7 +192,9 @@ fn main() {
         (1, 8, false),
         (10, 8, false),
         (100, 8, false),
+        (1, 40, true),
         (10, 40, true),
+        (30, 40, true),
     ];
     for (secrets, value_len, hostile) in rows {
         let name = format!(

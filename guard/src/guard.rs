@@ -91,9 +91,9 @@ pub(crate) struct PatternInfo {
 /// answer is always exactly the automaton's (the argument is in `search.rs`).
 ///
 /// # Resource usage
-/// Up to about 40 KiB of patterns (some seventy 40-byte secrets) the automaton is a DFA, about
-/// 400 bytes of table per pattern byte (16 MiB at most); beyond, a slower but much smaller
-/// NFA. The prefilter adds about 64 bits per distinct gram (512 bytes to 2 MiB).
+/// The automata are contiguous NFAs, some 25 to 35 bytes of table per pattern byte, prefilter included (a DFA
+/// would take some 400, and measured no faster here: `builder.rs`). The prefilter adds about
+/// 64 bits per distinct gram (512 bytes to 2 MiB).
 /// [`Guard::memory_usage`] tells what it came to. About twenty patterns per secret at most
 /// (identical encodings are kept once), each up to six times the value's length (ASCII-only
 /// JSON of non-ASCII text). A streaming [`Rewriter`](crate::Rewriter) holds back at most

@@ -340,6 +340,22 @@ async fn worker(client: Arc<Client>, id: u64, deadline: Instant, stop: Arc<Atomi
             tally.resent += 1;
             continue;
         }
+        let verdict = verdict.map_err(|why| {
+            // Where and when, so that one unexpected failure in a long run can be explained.
+            let since_reload = client
+                .values
+                .since_reload_ms()
+                .map_or_else(|| "none".to_owned(), |ms| format!("{ms} ms"));
+            format!(
+                "{why} ({}, at {} ms, tunnel {} ms old, last reload asked {since_reload} ago)",
+                match conn {
+                    Conn::H1(_) => "HTTP/1.1",
+                    Conn::H2(_) => "HTTP/2",
+                },
+                client.values.now_ms(),
+                client.values.now_ms().saturating_sub(opened),
+            )
+        });
         if verdict.is_err() {
             pause().await;
         }
@@ -488,6 +504,18 @@ fn untaken_by_goaway(e: &hyper::Error) -> bool {
         })
 }
 
+/// `e` and its sources, `: `-separated (hyper's own message is only its kind).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// How an exchange whose request never went out (its connection had closed, or closed as
 /// it was about to be written) begins.
 pub(super) const NOT_SENT: &str = "not ready";
@@ -510,7 +538,7 @@ async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, S
         if e.is_canceled() || untaken_by_goaway(&e) {
             format!("{NOT_SENT}: {e}")
         } else {
-            format!("request: {e}")
+            format!("request: {}", chain(&e))
         }
     })?;
     let status = response.status().as_u16();
@@ -525,7 +553,11 @@ async fn exchange(conn: &mut Conn, request: Request<SoakBody>) -> Result<Seen, S
                 }
             }
             Err(e) => {
-                broke = Some(format!("body broke off after {} bytes: {e}", body.len()));
+                broke = Some(format!(
+                    "body broke off after {} bytes: {}",
+                    body.len(),
+                    chain(&e)
+                ));
                 break;
             }
         }

@@ -76,6 +76,12 @@ impl Values {
         last > 0 && last + RELOAD_TAKES_MS >= opened_ms
     }
 
+    /// Milliseconds since the last reload was asked, if one was.
+    pub(crate) fn since_reload_ms(&self) -> Option<u64> {
+        let last = self.last_reload_ms.load(Ordering::Relaxed);
+        (last > 0).then(|| self.now_ms().saturating_sub(last))
+    }
+
     /// Every value, oldest first.
     pub(crate) fn all(&self) -> Vec<Vec<u8>> {
         self.snapshot().all

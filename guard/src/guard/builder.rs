@@ -15,10 +15,6 @@ use crate::prefilter::{QgramFilter, StartFilter};
 use crate::search::FALLBACK_MIN_REGION;
 use crate::{GuardError, MAX_VALUE_LEN, MIN_VALUE_LEN, Placeholder, SecretId, SecretValue};
 
-/// Up to this many bytes of patterns in all, the guard builds a DFA (fastest scan, largest
-/// tables); above, a contiguous NFA.
-const DFA_PATTERN_BYTES: usize = 40 * 1024;
-
 /// Up to this many patterns, aho-corasick searches with its packed SIMD searcher (Teddy) at
 /// about 14 GB/s here; the q-gram prefilter beats that only with a long stride (measured on
 /// one secret: stride 33, 23 GB/s; stride 5, 4 GB/s). So below [`PACKED_MIN_STRIDE`], a guard
@@ -210,31 +206,15 @@ impl GuardBuilder {
         // Standard semantics, so that every value a name holds can be reported
         // (`values_in_name`), overlapping ones included.
         let build_names = || {
-            let names = AhoCorasick::builder()
-                .match_kind(MatchKind::Standard)
-                .build(name_texts.iter().map(|t| t.as_slice()))
-                .map_err(|e| GuardError::Matcher {
-                    reason: e.to_string(),
-                })?;
+            let names = automaton(MatchKind::Standard, &name_texts)?;
             // The same automaton finds every overlap between patterns (each one exact is
             // one without regard to case too), so no second one is built for it.
             check_overlaps(&self.secrets, &texts, &name_texts, &infos, &names)?;
             Ok::<_, GuardError>(names)
         };
 
-        // A DFA scans about twice as fast as the NFAs but costs some 400 bytes of table per
-        // pattern byte: take it while that stays near 16 MiB.
         let pattern_bytes: usize = texts.iter().map(|t| t.len()).sum();
-        let kind = (pattern_bytes <= DFA_PATTERN_BYTES).then_some(AhoCorasickKind::DFA);
-        let build_matcher = || {
-            AhoCorasick::builder()
-                .match_kind(MatchKind::LeftmostLongest)
-                .kind(kind)
-                .build(texts.iter().map(|t| t.as_slice()))
-                .map_err(|e| GuardError::Matcher {
-                    reason: e.to_string(),
-                })
-        };
+        let build_matcher = || automaton(MatchKind::LeftmostLongest, &texts);
         // The two automata are independent: a large guard builds them on two threads, a
         // small one on this thread alone (a thread would cost more than it saves).
         let (names, matcher) = if pattern_bytes > PARALLEL_BUILD_BYTES {
@@ -297,6 +277,29 @@ impl GuardBuilder {
 /// Beyond this many bytes of patterns (some 30 secrets) the two automata are built on two
 /// threads at once.
 const PARALLEL_BUILD_BYTES: usize = 4096;
+
+/// One automaton over `texts`: a contiguous NFA, or, should one be too large to build, a
+/// noncontiguous one.
+///
+/// Never a DFA. Measured here (`cargo bench -p sluice-guard`, 64 MiB), a DFA scans no faster
+/// where the prefilter skips most of the text (10 secrets: 11.2 against 11.0 GB/s) and is
+/// slower where it cannot (text of near-misses, 30 secrets: 116 against 426 MB/s), its
+/// tables, some 400 bytes per pattern byte, falling out of cache; it is also a dozen times
+/// the size (10 secrets: 2.4 MiB against 0.2), and a run's guard grows with every value it
+/// retires.
+fn automaton(kind: MatchKind, texts: &[Zeroizing<Vec<u8>>]) -> Result<AhoCorasick, GuardError> {
+    let build = |automaton| {
+        AhoCorasick::builder()
+            .match_kind(kind)
+            .kind(Some(automaton))
+            .build(texts.iter().map(|t| t.as_slice()))
+    };
+    build(AhoCorasickKind::ContiguousNFA)
+        .or_else(|_| build(AhoCorasickKind::NoncontiguousNFA))
+        .map_err(|e| GuardError::Matcher {
+            reason: e.to_string(),
+        })
+}
 
 /// Refuses pattern sets whose matches would be ambiguous: a placeholder inside (or around)
 /// another pattern, or two secrets with an identical pattern. `all` is a Standard automaton
