@@ -72,7 +72,8 @@ pub enum AuditError {
     #[error("audit log is closed: expected an open log")]
     Closed,
     /// The writer is behind by this many queued records: the disk is not keeping up. The
-    /// event is not recorded, and the log is marked failed (fail closed).
+    /// event is kept (written once the writer has caught up), and the log is marked failed
+    /// until then (fail closed): every record after this one is refused.
     #[error("audit log queue is full ({capacity} records waiting): the disk is not keeping up")]
     Backlog {
         /// The queue's capacity.

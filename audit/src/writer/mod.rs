@@ -103,6 +103,13 @@ struct Health {
     failures: AtomicU64,
     /// Events queued and not yet taken by the writer, for the metrics.
     queued: AtomicUsize,
+    /// Records that found the queue full: kept here, in order, for the writer to take
+    /// once it has emptied the queue. Only the few that race the log's failing land here
+    /// (from then on every record is refused), so it stays small.
+    overflow: Mutex<Vec<Box<Line>>>,
+    /// The log failed because the queue was full, not because the disk refused: it is
+    /// healthy again once the writer has written everything it was behind on.
+    backlogged: AtomicBool,
 }
 
 impl Health {
@@ -116,6 +123,40 @@ impl Health {
         let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
         failure.get_or_insert_with(|| format!("{what}: {err}"));
         self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// A record the full queue could not take: kept for the writer, and the log failed
+    /// until the writer has caught up ([`Health::caught_up`]).
+    fn overflow(&self, line: Box<Line>) {
+        self.overflow
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(line);
+        self.backlogged.store(true, Ordering::SeqCst);
+        self.fail_uncounted(
+            "queueing a record",
+            &io::Error::other(format!(
+                "{QUEUE_CAPACITY} records waiting: the disk is not keeping up"
+            )),
+        );
+    }
+
+    /// The records that found the queue full, oldest first.
+    fn take_overflow(&self) -> Vec<Box<Line>> {
+        std::mem::take(&mut *self.overflow.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The writer wrote and flushed everything it was given: a log failed only by a full
+    /// queue is healthy again (one failed by the disk recovers in `thread`'s retry).
+    fn caught_up(&self) {
+        let overflow_empty = self
+            .overflow
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty();
+        if overflow_empty && self.backlogged.swap(false, Ordering::SeqCst) {
+            self.recover();
+        }
     }
 
     /// The disk took again what it had refused: records are accepted again.
@@ -137,6 +178,8 @@ impl Health {
 
 enum Msg {
     Event(Box<Line>),
+    /// Look at [`Health::overflow`]: a record went there while the writer may be parked.
+    Wake,
     Close(SyncSender<Result<(), AuditError>>),
 }
 
@@ -341,15 +384,17 @@ impl AuditLog {
         }
         match sent {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => {
-                // A disk this far behind is failing: stop proxying rather than drop events.
-                // (Not a write failure: the caller counts the event it could not record.)
-                health.fail_uncounted(
-                    "queueing a record",
-                    &io::Error::other(format!(
-                        "{QUEUE_CAPACITY} records waiting: the disk is not keeping up"
-                    )),
-                );
+            Err(TrySendError::Full(msg)) => {
+                // A disk this far behind is failing: stop proxying until it catches up, and
+                // keep this record, which was accepted as far as its caller knows.
+                if let Msg::Event(line) = msg {
+                    health.queued.fetch_add(1, Ordering::Relaxed);
+                    health.overflow(line);
+                }
+                // The writer may have emptied the queue and parked since the send failed:
+                // a wake-up, so that it looks at the overflow. (Still full: it is busy, and
+                // looks there once the queue is empty.)
+                let _ = tx.try_send(Msg::Wake);
                 Err(AuditError::Backlog {
                     capacity: QUEUE_CAPACITY,
                 })

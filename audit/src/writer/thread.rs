@@ -153,20 +153,38 @@ impl Writer {
                             }
                         }
                     }
+                    Msg::Wake => {}
                     Msg::Close(reply) => {
-                        let result = self.finish().map_err(|err| {
-                            health.fail("writing the stop record", &err);
-                            health.error()
-                        });
-                        let _ = reply.send(result);
-                        return;
+                        // Records that found the queue full were accepted before `stop`.
+                        let overflow = health.take_overflow();
+                        if !overflow.is_empty() {
+                            let mut first: VecDeque<Msg> =
+                                overflow.into_iter().map(Msg::Event).collect();
+                            first.push_back(Msg::Close(reply));
+                            first.append(&mut held);
+                            held = first;
+                        } else {
+                            let result = self.finish().map_err(|err| {
+                                health.fail("writing the stop record", &err);
+                                health.error()
+                            });
+                            if result.is_ok() {
+                                health.caught_up();
+                            }
+                            let _ = reply.send(result);
+                            return;
+                        }
                     }
                 }
                 next = match held.pop_front() {
                     Some(msg) => Some(msg),
                     None => match rx.try_recv() {
                         Ok(msg) => Some(msg),
-                        Err(TryRecvError::Empty) => None,
+                        // The queue is empty: the records that found it full come next.
+                        Err(TryRecvError::Empty) => {
+                            held.extend(health.take_overflow().into_iter().map(Msg::Event));
+                            held.pop_front()
+                        }
                         Err(TryRecvError::Disconnected) => {
                             disconnected = true;
                             None
@@ -179,6 +197,9 @@ impl Writer {
                 if !self.recover(Failed::Flush, rx, health, &mut held) {
                     return;
                 }
+            }
+            if held.is_empty() {
+                health.caught_up();
             }
             if disconnected {
                 return;
