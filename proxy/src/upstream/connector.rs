@@ -72,7 +72,10 @@ impl Dialer {
             // Plain HTTP through the egress proxy is a connection to the proxy itself, its
             // requests in absolute form (the pool writes them so).
             let tcp = match self.proxy_for_plain(&host, port) {
-                Some(via) => self.dial_proxy(via).await?,
+                Some(via) => {
+                    self.check_known(&host, port)?;
+                    self.dial_proxy(via).await?
+                }
                 None => self.dial(&host, port).await?,
             };
             return Ok(UpstreamConn::Plain(TokioIo::new(tcp)));
@@ -126,12 +129,24 @@ impl Dialer {
         if let Some(via) = &self.common.via
             && !via.bypasses(host, port)
         {
+            self.check_known(host, port)?;
             let stream = self.dial_proxy(via).await?;
             return via
                 .tunnel(stream, host, port, self.common.timeouts.connect)
                 .await;
         }
         self.dial_direct(host, port).await
+    }
+
+    /// Through the egress proxy, the address policy still holds for an address sluice can
+    /// see: an IP literal or a pinned name.
+    fn check_known(&self, host: &str, port: u16) -> Result<(), UpstreamError> {
+        self.common.resolver.check_known(
+            host,
+            port,
+            self.allow_ips.as_ref(),
+            &self.common.own_listeners,
+        )
     }
 
     /// The egress proxy a plain-HTTP request to `host:port` goes through, if any.

@@ -589,16 +589,19 @@ fn load_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, UpstreamS
 mod tests {
     use super::*;
 
-    fn leg(allow_ips: AllowIps) -> Upstream {
-        Upstream::new(UpstreamConfig {
+    fn config(allow_ips: AllowIps) -> UpstreamConfig {
+        UpstreamConfig {
             pins: HashMap::new(),
             allow_ips,
             own_listeners: Vec::new(),
             extra_roots: Vec::new(),
             timeouts: Timeouts::default(),
             via: None,
-        })
-        .unwrap()
+        }
+    }
+
+    fn leg(allow_ips: AllowIps) -> Upstream {
+        Upstream::new(config(allow_ips)).unwrap()
     }
 
     #[tokio::test]
@@ -620,6 +623,48 @@ mod tests {
         assert_eq!((first.dials(), next.dials()), (2, 2));
         assert!(!Arc::ptr_eq(&first.http1, &next.http1));
         assert_eq!(next.idle_http1(), 0);
+    }
+
+    /// Through an egress proxy, an address the sandbox wrote out (an IP literal) is still
+    /// held to the address policy: refused before the egress proxy is asked for it. A name
+    /// goes to the egress proxy, which resolves it.
+    #[tokio::test]
+    async fn an_ip_literal_through_the_egress_proxy_is_still_under_the_address_policy() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let asked = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let mut head = vec![0; 1024];
+                let n = tcp.read(&mut head).await.unwrap_or(0);
+                let line = String::from_utf8_lossy(&head[..n]);
+                seen.lock()
+                    .unwrap()
+                    .push(line.lines().next().unwrap_or("").to_owned());
+                let _ = tcp
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
+            }
+        });
+        let via = via::UpstreamProxy::parse(&format!("http://127.0.0.1:{port}"), "").unwrap();
+        let leg = Upstream::new(UpstreamConfig {
+            via: Some(Arc::new(via)),
+            ..config(Arc::new(|ip: IpAddr| ip.is_loopback()))
+        })
+        .unwrap();
+        for literal in ["10.1.2.3", "169.254.169.254", "[::ffff:10.1.2.3]"] {
+            assert!(
+                matches!(
+                    leg.dial(literal, 443).await,
+                    Err(UpstreamError::Blocked { .. })
+                ),
+                "{literal}"
+            );
+        }
+        assert!(leg.dial("api.test", 443).await.is_ok());
+        assert_eq!(*asked.lock().unwrap(), ["CONNECT api.test:443 HTTP/1.1"]);
     }
 
     /// A keep-alive HTTP/1.1 origin on loopback answering `ok`.

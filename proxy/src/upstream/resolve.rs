@@ -53,6 +53,37 @@ impl Resolver {
     }
 }
 
+impl Resolver {
+    /// The address policy on `host:port` where sluice knows its address without asking DNS
+    /// (an IP literal, or a pinned name), for a dial an egress proxy makes for it: the proxy
+    /// resolves names itself, but an address the sandbox wrote out is checked here all the
+    /// same. Other names pass: their addresses are the egress proxy's to find.
+    pub(crate) fn check_known(
+        &self,
+        host: &str,
+        port: u16,
+        allow_ips: &(dyn Fn(IpAddr) -> bool + Send + Sync),
+        own_listeners: &[SocketAddr],
+    ) -> Result<(), UpstreamError> {
+        let known = self.pins.get(host).copied().or_else(|| {
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<IpAddr>()
+                .ok()
+        });
+        match known {
+            Some(ip) => check_answers(
+                host,
+                vec![SocketAddr::new(ip, port)],
+                allow_ips,
+                own_listeners,
+            )
+            .map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Every answer for `host` passes the address policy, or none is dialled.
 fn check_answers(
     host: &str,
