@@ -1065,12 +1065,34 @@ fn a_reloaded_declaration_keeps_each_placeholder_it_already_had() {
 
 // ---- sources ----
 
-fn temp_dir(tag: &str) -> PathBuf {
+/// A scratch directory, removed with what it holds when dropped.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(tag: &str) -> Scratch {
     let mut nonce = [0u8; 8];
     getrandom::fill(&mut nonce).unwrap();
     let dir = std::env::temp_dir().join(format!("sluice-policies-{tag}-{}", hex::encode(nonce)));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 #[test]
