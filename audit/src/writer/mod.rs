@@ -106,7 +106,7 @@ struct Health {
     /// Records that found the queue full: kept here, in order, for the writer to take
     /// once it has emptied the queue. Only the few that race the log's failing land here
     /// (from then on every record is refused), so it stays small.
-    overflow: Mutex<Vec<Box<Line>>>,
+    overflow: Mutex<Vec<Line>>,
     /// The log failed because the queue was full, not because the disk refused: it is
     /// healthy again once the writer has written everything it was behind on.
     backlogged: AtomicBool,
@@ -131,7 +131,7 @@ impl Health {
         self.overflow
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(line);
+            .push(*line);
         self.backlogged.store(true, Ordering::SeqCst);
         self.fail_uncounted(
             "queueing a record",
@@ -142,7 +142,7 @@ impl Health {
     }
 
     /// The records that found the queue full, oldest first.
-    fn take_overflow(&self) -> Vec<Box<Line>> {
+    fn take_overflow(&self) -> Vec<Line> {
         std::mem::take(&mut *self.overflow.lock().unwrap_or_else(PoisonError::into_inner))
     }
 

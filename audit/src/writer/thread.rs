@@ -158,8 +158,10 @@ impl Writer {
                         // Records that found the queue full were accepted before `stop`.
                         let overflow = health.take_overflow();
                         if !overflow.is_empty() {
-                            let mut first: VecDeque<Msg> =
-                                overflow.into_iter().map(Msg::Event).collect();
+                            let mut first: VecDeque<Msg> = overflow
+                                .into_iter()
+                                .map(|line| Msg::Event(Box::new(line)))
+                                .collect();
                             first.push_back(Msg::Close(reply));
                             first.append(&mut held);
                             held = first;
@@ -182,7 +184,12 @@ impl Writer {
                         Ok(msg) => Some(msg),
                         // The queue is empty: the records that found it full come next.
                         Err(TryRecvError::Empty) => {
-                            held.extend(health.take_overflow().into_iter().map(Msg::Event));
+                            held.extend(
+                                health
+                                    .take_overflow()
+                                    .into_iter()
+                                    .map(|line| Msg::Event(Box::new(line))),
+                            );
                             held.pop_front()
                         }
                         Err(TryRecvError::Disconnected) => {
