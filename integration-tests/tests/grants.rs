@@ -313,5 +313,18 @@ async fn a_budget_is_spent_refused_when_used_up_and_reset_with_its_window() {
         refusals.iter().all(|l| l.contains("\"secret\":\"gh\"")),
         "{refusals:?}"
     );
+    // A swap is recorded for the requests that went, never for the one refused after its
+    // head was scanned: the log must not say a value left in a request that did not.
+    let swaps_to = |path: &str| {
+        audit
+            .iter()
+            .filter(|l| l.contains("\"event\":\"swap\""))
+            .filter(|l| l.contains(&format!("\"path\":\"{path}\"")))
+            .count()
+    };
+    for path in ["/one", "/two", "/again"] {
+        assert_eq!(swaps_to(path), 1, "{path}: {audit:#?}");
+    }
+    assert_eq!(swaps_to("/four"), 0, "{audit:#?}");
     assert_no_token("the audit log", &audit.join("\n"));
 }

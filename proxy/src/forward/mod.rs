@@ -39,7 +39,7 @@ use crate::generation::door::Exchange;
 use crate::generation::shared::Shared;
 use crate::refusal::Refusal;
 use crate::scan::headers;
-use crate::scan::request::{Outbound, Place};
+use crate::scan::request::{Outbound, Place, Swapped};
 use crate::scan::response;
 use crate::signing;
 use crate::tls::target::{self, Target, check_authority};
@@ -119,7 +119,11 @@ async fn intercepted_steps(
     let outbound = Outbound::new(&shared.guard, &shared.policy, &tunnel.target)
         .with_cache(&tunnel.plans)
         .for_request(&parts.method, parts.uri.path());
-    let head_swaps = scan_head(&outbound, &mut parts, exchange)?;
+    let head = outbound.rewrite_head(&mut parts)?;
+    let head_swaps: Vec<sluice_guard::SecretId> = head
+        .iter()
+        .flat_map(|swapped| budget::swapped(&swapped.tally))
+        .collect();
     // The body: read whole when its length is known and within the bound, else streamed.
     // An upgrade's is always read whole before its handshake leaves: once the upstream
     // answers 101 the connection is joined, and a refusal could no longer stop it.
@@ -176,6 +180,10 @@ async fn intercepted_steps(
         }
         None => body,
     };
+    // Nothing below refuses the request for what it carries: the head's swaps are recorded
+    // now, so that the log never says a value went out in a request refused after its scan
+    // (a body, an approval, a budget, a signature).
+    record_head(&head, exchange);
     // An upgrade (WebSocket) goes on a connection of its own, joined on 101.
     if let Some(asked) = upgrade {
         let pins = pins.as_ref();
@@ -245,7 +253,7 @@ async fn plain_steps(
     strip_hop_by_hop(&mut parts);
     // The head's scan: plain HTTP is never swapped, so a placeholder in it is refused.
     let outbound = Outbound::plain(&shared.guard, &shared.policy, target);
-    scan_head(&outbound, &mut parts, exchange)?;
+    let head = outbound.rewrite_head(&mut parts)?;
     // The body: read whole when its length is known and within the bound, else streamed.
     let stopped = StoppedBody::default();
     let buffering = Buffering::WhenLengthKnown;
@@ -261,6 +269,7 @@ async fn plain_steps(
         exchange,
     )
     .await?;
+    record_head(&head, exchange);
     ask_for_scannable_codings(&mut parts.headers);
     // Upstream, and the response redacted on its way back.
     let origin = Origin::new(target, Scheme::HTTP)?;
@@ -319,22 +328,14 @@ fn strip_hop_by_hop(parts: &mut Parts) {
     parts.headers.remove(HOST);
 }
 
-/// Swaps and refuses in the method, target, header names and values, and records each swap.
-/// Returns the secrets swapped, for the budget step.
-fn scan_head(
-    outbound: &Outbound<'_>,
-    parts: &mut Parts,
-    exchange: &Exchange,
-) -> Result<Vec<sluice_guard::SecretId>, Refusal> {
-    let mut swapped_ids = Vec::new();
-    for swapped in outbound.rewrite_head(parts)? {
+/// Records what the head's scan swapped (and, toward a verbatim host, kept), place by place.
+fn record_head(head: &[Swapped], exchange: &Exchange) {
+    for swapped in head {
         let location = swapped.place.label();
         exchange.record_tally(&location, &swapped.tally);
         // Values replaced by their placeholders toward a verbatim host.
         exchange.record_redactions(&location, &swapped.tally);
-        swapped_ids.extend(budget::swapped(&swapped.tally));
     }
-    Ok(swapped_ids)
 }
 
 /// What the signing step reads of this proxy.
