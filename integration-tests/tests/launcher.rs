@@ -2,7 +2,8 @@
 //! TLS upstream on 127.0.0.1.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use sluice_integration_tests::{RecordingUpstream, TestPki, sluice_bin};
 
@@ -153,6 +154,59 @@ fn audit_events(audit: &str, kind: &str) -> Vec<serde_json::Value> {
         .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
         .filter(|event| event["event"] == kind)
         .collect()
+}
+
+/// The command's redactions reach the audit log while it runs, within about a second of
+/// the value going by, not only when it exits: a run killed outright keeps them.
+#[test]
+fn output_redactions_are_audited_while_the_command_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let value_file = dir.path().join("leak");
+    std::fs::write(&value_file, format!("the token is {TOKEN}!\n")).unwrap();
+    let audit_log = dir.path().join("audit.jsonl");
+    let script = format!("cat {}; exec sleep 8", value_file.display());
+    let mut sluice = Command::new(sluice_bin())
+        .arg("run")
+        .arg("--policy")
+        .arg(policy(dir.path()))
+        .arg("--audit-log")
+        .arg(&audit_log)
+        .args(["--", "sh", "-c", &script])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("sluice runs");
+    let deadline = Instant::now() + Duration::from_secs(6);
+    let events = loop {
+        let audit = std::fs::read_to_string(&audit_log).unwrap_or_default();
+        let events = audit_events(&audit, "redact");
+        if !events.is_empty() {
+            break events;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no redact event while the command ran: {audit}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let still_running = sluice.try_wait().unwrap().is_none();
+    sluice.kill().unwrap();
+    sluice.wait().unwrap();
+    assert!(
+        still_running,
+        "the command ended before its redaction was audited"
+    );
+    assert_eq!(
+        (
+            &events[0]["secret"],
+            &events[0]["location"],
+            &events[0]["count"]
+        ),
+        (&"api_token".into(), &"stdout".into(), &1.into())
+    );
+    let audit = std::fs::read_to_string(&audit_log).unwrap();
+    assert_eq!(audit_events(&audit, "redact").len(), 1, "{audit}");
+    assert!(!audit.contains(TOKEN), "{audit}");
 }
 
 #[test]

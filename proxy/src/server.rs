@@ -473,6 +473,12 @@ impl Proxy {
         self.shared.audit.record(event)
     }
 
+    /// The run's audit log, for a task that records what the proxy does not see while it
+    /// runs (the launcher's redactions of the command's output, as they accrue).
+    pub fn audit_log(&self) -> sluice_audit::AuditLog {
+        self.shared.audit.clone()
+    }
+
     /// The placeholders of the declaration in force (a reload keeps every one a secret
     /// still declared had, and mints those of new secrets).
     pub fn placeholders(&self) -> Placeholders {

@@ -15,7 +15,7 @@ use std::process::Stdio;
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
-use super::output::pump;
+use super::output::{Reporter, pump};
 use super::terminal::{self, Pty, RawMode};
 
 /// What to start.
@@ -128,7 +128,12 @@ impl Spawned {
 
     /// Starts copying the output through the guard's redactor (and, in a terminal,
     /// following its window size).
-    pub(super) fn pump(self, guard: &sluice_proxy::GuardInForce) -> std::io::Result<Launched> {
+    pub(super) fn pump(
+        self,
+        guard: &sluice_proxy::GuardInForce,
+        audit: &sluice_audit::AuditLog,
+    ) -> std::io::Result<Launched> {
+        let reporter = |stream| Reporter::new(audit.clone(), stream);
         let mut outputs = Vec::new();
         let mut tasks = Vec::new();
         match self.streams {
@@ -136,13 +141,23 @@ impl Spawned {
                 if let Some(out) = stdout {
                     outputs.push((
                         "stdout",
-                        tokio::spawn(pump(out, tokio::io::stdout(), guard.clone())),
+                        tokio::spawn(pump(
+                            out,
+                            tokio::io::stdout(),
+                            guard.clone(),
+                            reporter("stdout"),
+                        )),
                     ));
                 }
                 if let Some(err) = stderr {
                     outputs.push((
                         "stderr",
-                        tokio::spawn(pump(err, tokio::io::stderr(), guard.clone())),
+                        tokio::spawn(pump(
+                            err,
+                            tokio::io::stderr(),
+                            guard.clone(),
+                            reporter("stderr"),
+                        )),
                     ));
                 }
             }
@@ -161,7 +176,12 @@ impl Spawned {
                 let output = tokio::fs::File::from_std(std::fs::File::from(master));
                 outputs.push((
                     "stdout",
-                    tokio::spawn(pump(output, tokio::io::stdout(), guard.clone())),
+                    tokio::spawn(pump(
+                        output,
+                        tokio::io::stdout(),
+                        guard.clone(),
+                        reporter("stdout"),
+                    )),
                 ));
             }
         }

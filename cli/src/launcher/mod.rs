@@ -35,7 +35,6 @@ use child::{Launched, Spawned, What};
 pub(crate) use dry_run::describe as dry_run;
 use environment::{environment, say_withheld};
 use jail::{Inside, Jail, Launch, Line};
-use output::audit_redactions;
 use recorded::{reload_gate, start_settings};
 use refuse::{refuse_unserved, refuse_values_in_argv, refuse_withheld_in_argv};
 use trust::Trust;
@@ -275,7 +274,7 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     };
     let launched = started.and_then(|spawned| {
         spawned
-            .pump(&proxy.guard_in_force())
+            .pump(&proxy.guard_in_force(), &proxy.audit_log())
             .map_err(|source| LaunchError::Spawn {
                 program: program.to_string_lossy().into_owned(),
                 source,
@@ -298,10 +297,9 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
     for task in forwarding.into_iter().chain(tasks) {
         task.abort();
     }
-    for (stream, pump) in outputs {
-        if let Ok(redacted) = pump.await {
-            audit_redactions(&proxy, stream, &redacted);
-        }
+    // Each stream audits its redactions as they accrue, the last of them once it ends.
+    for (_, pump) in outputs {
+        let _ = pump.await;
     }
     // The operator's terminal is theirs again once the last output is written.
     drop(raw);
