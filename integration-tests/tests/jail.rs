@@ -744,6 +744,87 @@ curl -s -o /dev/null -w "direct=%{{http_code}}\n" -m 5 --noproxy '*' http://127.
     assert!(audit(dir.path()).contains("address-blocked"));
 }
 
+/// A `sluice run` in the jail whose declaration asks for `ask.test` (`egress.ask`),
+/// running `script`, and its admin endpoint.
+struct AskedRun {
+    run: tokio::task::JoinHandle<std::process::Output>,
+    dir: tempfile::TempDir,
+    auth: String,
+    address: String,
+}
+
+impl AskedRun {
+    async fn start(pki: &TestPki, script: String) -> AskedRun {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy.yaml");
+        std::fs::write(
+            &policy,
+            "version: 1\negress:\n  ask: [ask.test]\n  allow_ips: [\"127.0.0.1/32\"]\n",
+        )
+        .unwrap();
+        let (run_dir, ca) = (dir.path().to_owned(), pki.ca_path());
+        let run = tokio::task::spawn_blocking(move || {
+            Command::new(sluice_bin())
+                .args(["run", "--policy"])
+                .arg(&policy)
+                .arg("--audit-log")
+                .arg(run_dir.join("audit.jsonl"))
+                .arg("--upstream-ca")
+                .arg(ca)
+                .args(["--resolve", "ask.test=127.0.0.1", "--", "sh", "-c", &script])
+                .current_dir(&run_dir)
+                .output()
+                .expect("sluice runs")
+        });
+        // `sluice run` turned the admin endpoint on (egress.ask needs one), its URL here.
+        let url_file = dir.path().join("sluice-admin-url");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let admin = loop {
+            if let Ok(url) = std::fs::read_to_string(&url_file) {
+                break url.trim().trim_start_matches("http://").to_owned();
+            }
+            assert!(std::time::Instant::now() < deadline, "no admin-url");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        let (auth, address) = admin.rsplit_once('@').unwrap();
+        AskedRun {
+            run,
+            auth: auth.to_owned(),
+            address: address.to_owned(),
+            dir,
+        }
+    }
+
+    /// curl with the admin endpoint's credentials, its stdout.
+    fn curl(&self, args: &[&str]) -> String {
+        let out = Command::new("curl")
+            .args(["-s", "-u", &self.auth])
+            .args(args)
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    }
+
+    /// The uses waiting for a decision.
+    fn pending(&self) -> Vec<serde_json::Value> {
+        let listing = self.curl(&[&format!("http://{}/v1/approvals", self.address)]);
+        let listing: serde_json::Value = serde_json::from_str(&listing).unwrap_or_default();
+        listing["pending"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The first use that waits, once one does.
+    async fn first_pending(&self) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(ask) = self.pending().into_iter().next() {
+                return ask;
+            }
+            assert!(std::time::Instant::now() < deadline, "nothing waited");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+}
+
 /// `egress.ask` in the jail: the resolver answers the asked name, and a client that ignores
 /// the proxy variables is captured and held until a decision (here, for the run, made on
 /// the admin endpoint `sluice run` turned on for it); the next connection goes through
@@ -752,72 +833,52 @@ curl -s -o /dev/null -w "direct=%{{http_code}}\n" -m 5 --noproxy '*' http://127.
 async fn a_captured_connection_to_an_asked_host_waits_for_a_decision() {
     let pki = TestPki::new();
     let upstream = RecordingUpstream::start(&pki, &["ask.test"], &[b"http/1.1"]).await;
-    let dir = tempfile::tempdir().unwrap();
     let port = upstream.port();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        "version: 1\negress:\n  ask: [ask.test]\n  allow_ips: [\"127.0.0.1/32\"]\n",
-    )
-    .unwrap();
     let script = format!(
         "unset {PROXY_AND_CA}; for path in first second; do curl -s -o /dev/null -w \"$path %{{http_code}}\\n\" --noproxy '*' https://ask.test:{port}/$path; done"
     );
-    let (run_dir, ca) = (dir.path().to_owned(), pki.ca_path());
-    let run = tokio::task::spawn_blocking(move || {
-        Command::new(sluice_bin())
-            .args(["run", "--policy"])
-            .arg(&policy)
-            .arg("--audit-log")
-            .arg(run_dir.join("audit.jsonl"))
-            .arg("--upstream-ca")
-            .arg(ca)
-            .args(["--resolve", "ask.test=127.0.0.1", "--", "sh", "-c", &script])
-            .current_dir(&run_dir)
-            .output()
-            .expect("sluice runs")
-    });
-    // `sluice run` turned the admin endpoint on (egress.ask needs one), its URL here.
-    let url_file = dir.path().join("sluice-admin-url");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let admin = loop {
-        if let Ok(url) = std::fs::read_to_string(&url_file) {
-            break url.trim().trim_start_matches("http://").to_owned();
-        }
-        assert!(std::time::Instant::now() < deadline, "no admin-url");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
-    let (auth, address) = admin.rsplit_once('@').unwrap();
-    let curl = |args: &[&str]| {
-        let out = Command::new("curl")
-            .args(["-s", "-u", auth])
-            .args(args)
-            .output()
-            .unwrap();
-        text(&out.stdout)
-    };
-    let id = loop {
-        let listing = curl(&[&format!("http://{address}/v1/approvals")]);
-        let listing: serde_json::Value = serde_json::from_str(&listing).unwrap_or_default();
-        if let Some(ask) = listing["pending"].get(0) {
-            assert_eq!(ask["kind"], "host", "{listing}");
-            assert_eq!(ask["host"], format!("ask.test:{port}"));
-            break ask["id"].clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "nothing waited");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    let asked = AskedRun::start(&pki, script).await;
+    let ask = asked.first_pending().await;
+    assert_eq!(ask["kind"], "host", "{ask}");
+    assert_eq!(ask["host"], format!("ask.test:{port}"));
     assert!(upstream.records().is_empty(), "reached before a decision");
-    curl(&[
+    asked.curl(&[
         "-X",
         "POST",
         "--data",
         r#"{"decision": "allow", "scope": "run"}"#,
-        &format!("http://{address}/v1/approvals/{id}"),
+        &format!("http://{}/v1/approvals/{}", asked.address, ask["id"]),
     ]);
-    let stdout = succeeded(&run.await.unwrap());
+    let stdout = succeeded(&asked.run.await.unwrap());
     assert_lines(&stdout, &["first 200", "second 200"]);
     assert_eq!(upstream.records().len(), 2);
-    let log = audit(dir.path());
+    let log = audit(asked.dir.path());
     assert_eq!(log.matches("\"event\":\"approve\"").count(), 1, "{log}");
+}
+
+/// A captured client that gives up waiting for a host's decision leaves the approvers'
+/// list (as a CONNECT's client does), and nothing of it reaches the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_client_that_gives_up_leaves_the_approvers_list() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["ask.test"], &[b"http/1.1"]).await;
+    let port = upstream.port();
+    let script = format!(
+        "unset {PROXY_AND_CA}; curl -s -o /dev/null --max-time 2 --noproxy '*' https://ask.test:{port}/gave-up; sleep 6"
+    );
+    let asked = AskedRun::start(&pki, script).await;
+    let ask = asked.first_pending().await;
+    assert_eq!(ask["kind"], "host", "{ask}");
+    // curl gives up after 2 s; the list is empty well before the run ends at 6.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while !asked.pending().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a client that gave up still waits: {:?}",
+            asked.pending()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = asked.run.await.unwrap();
+    assert!(upstream.records().is_empty());
 }

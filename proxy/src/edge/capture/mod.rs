@@ -23,6 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 
 use sluice_policies::{Denied, Reach, normalize_host};
+use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -96,7 +97,13 @@ async fn serve_captured(stream: TcpStream, names: &Names, shared: Arc<Shared>, s
         Reach::Denied(Denied::NotAllowed { .. })
             if shared.policy.asks(&target.host, target.port) =>
         {
-            match crate::edge::ask::hold(&shared, &target).await {
+            // A client that gives up stops waiting, and its use leaves the approvers'
+            // list, as a CONNECT's does when its client hangs up.
+            let decided = tokio::select! {
+                decided = crate::edge::ask::hold(&shared, &target) => decided,
+                () = client_left(&stream) => return,
+            };
+            match decided {
                 Ok(()) => Reach::Intercept,
                 Err(refusal) => return exchange.record_refusal(&refusal),
             }
@@ -160,5 +167,76 @@ fn original_destination(stream: &TcpStream) -> Option<SocketAddr> {
             let ip = std::net::Ipv6Addr::from(raw.sin6_addr.s6_addr);
             Some(SocketAddr::new(IpAddr::V6(ip), u16::from_be(raw.sin6_port)))
         }
+    }
+}
+
+/// Resolves once the client has closed its side of `stream` (or it failed). Nothing is
+/// read: the bytes waiting (a ClientHello) are the handshake's.
+///
+/// It watches a second handle on the socket, registered on its own: spending that
+/// handle's readiness (to wait for news rather than spin on bytes already there) leaves
+/// `stream`'s untouched, which the handshake needs to read what is waiting. Without a
+/// second handle (no descriptor to be had) it never resolves: the wait goes on as before.
+async fn client_left(stream: &TcpStream) {
+    use std::os::fd::AsFd;
+    let watch = stream
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::net::TcpStream::from)
+        .and_then(TcpStream::from_std);
+    let Ok(watch) = watch else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok(ready) = watch.ready(Interest::READABLE).await else {
+            return;
+        };
+        if ready.is_read_closed() || ready.is_error() {
+            return;
+        }
+        // Readable only because of bytes already there: forget that readiness (this
+        // handle's alone), so that the next wait is for news, more bytes or the close.
+        let _ = watch.try_io(Interest::READABLE, || {
+            Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    /// A client that sent its hello and waits is still there, and its hello can still be
+    /// read (watching it must not spend the stream's own readiness: a handshake after a
+    /// decision would wait for ever); one that closes is gone.
+    #[tokio::test]
+    async fn a_client_that_closes_is_noticed_one_that_waits_is_not() {
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        client.write_all(b"a client hello").await.unwrap();
+        let waiting = tokio::time::timeout(Duration::from_millis(300), client_left(&server));
+        assert!(
+            waiting.await.is_err(),
+            "a waiting client was taken for gone"
+        );
+        // Decided: the handshake reads what waits, the client still connected.
+        let mut hello = [0u8; 14];
+        tokio::time::timeout(Duration::from_secs(2), server.read_exact(&mut hello))
+            .await
+            .expect("the hello is read after the watch")
+            .unwrap();
+        assert_eq!(&hello, b"a client hello");
+        client.shutdown().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), client_left(&server))
+            .await
+            .expect("a closed client is noticed");
     }
 }
