@@ -654,7 +654,16 @@ mod tests {
             ..config(Arc::new(|ip: IpAddr| ip.is_loopback()))
         })
         .unwrap();
-        for literal in ["10.1.2.3", "169.254.169.254", "[::ffff:10.1.2.3]"] {
+        // Also in the spellings a resolver reads as addresses: 2852039166 and 0xa9.0xfe.169.254
+        // are 169.254.169.254, 10.1 is 10.0.0.1.
+        for literal in [
+            "10.1.2.3",
+            "169.254.169.254",
+            "[::ffff:10.1.2.3]",
+            "2852039166",
+            "0xa9.0xfe.169.254",
+            "10.1",
+        ] {
             assert!(
                 matches!(
                     leg.dial(literal, 443).await,

@@ -65,11 +65,14 @@ impl Resolver {
         allow_ips: &(dyn Fn(IpAddr) -> bool + Send + Sync),
         own_listeners: &[SocketAddr],
     ) -> Result<(), UpstreamError> {
+        // An address in any spelling the egress proxy's resolver reads as one (`10.1.2.3`,
+        // `[::1]`, but also `2130706433` or `0x7f.1`, which are 127.0.0.1 to it).
         let known = self.pins.get(host).copied().or_else(|| {
-            host.trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<IpAddr>()
-                .ok()
+            match url::Host::parse(host.trim_end_matches('.')).ok()? {
+                url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+                url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+                url::Host::Domain(_) => None,
+            }
         });
         match known {
             Some(ip) => check_answers(
