@@ -169,7 +169,7 @@ fn write_run_files(
     let _ = fs::remove_file(dir.join("proxy-url"));
     write_file(&dir.join("ca.pem"), proxy.ca_pem().as_bytes(), 0o644)?;
     if let Some(url) = proxy.admin_url() {
-        write_file(&dir.join("admin-url"), format!("{url}\n").as_bytes(), 0o600)?;
+        crate::files::replace(&dir.join("admin-url"), format!("{url}\n").as_bytes(), 0o600)?;
     }
     write_placeholders(dir, proxy)?;
     // A listener on 0.0.0.0 or :: cannot be dialled as written: the address a sandbox
@@ -182,18 +182,15 @@ fn write_run_files(
         None => proxy.proxy_url(),
     };
     url.push('\n');
-    let next = dir.join(".proxy-url.next");
-    write_file(&next, url.as_bytes(), 0o600)?;
-    fs::rename(&next, dir.join("proxy-url"))
+    crate::files::replace(&dir.join("proxy-url"), url.as_bytes(), 0o600)
 }
 
 /// `placeholders.env`, afresh: at start, and after each reload (new secrets' placeholders).
 /// Written beside and renamed into place, so that a sandbox reading it never sees it
 /// missing or half written.
 fn write_placeholders(dir: &Path, proxy: &sluice_proxy::Proxy) -> std::io::Result<()> {
-    let next = dir.join(".placeholders.env.next");
-    write_file(&next, placeholders_env(proxy).as_bytes(), 0o644)?;
-    fs::rename(&next, dir.join("placeholders.env"))
+    let path = dir.join("placeholders.env");
+    crate::files::replace(&path, placeholders_env(proxy).as_bytes(), 0o644)
 }
 
 /// `NAME=PLACEHOLDER` lines, NAME being the secret's name uppercased with any character

@@ -505,8 +505,8 @@ fn write_admin_url(
     else {
         return Ok(());
     };
-    let _ = std::fs::remove_file(file);
-    crate::files::write_new(file, format!("{url}\n").as_bytes(), 0o600)
+    // Renamed into place: `sluice approve` started at once finds it whole.
+    crate::files::replace(file, format!("{url}\n").as_bytes(), 0o600)
         .map_err(LaunchError::RunDir)?;
     eprintln!(
         "sluice: admin endpoint on http://{}@{addr}, credentials in {}",
