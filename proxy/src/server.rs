@@ -166,7 +166,7 @@ pub async fn start(mut config: ProxyConfig) -> Result<Proxy, StartError> {
     // written as its placeholder.
     let redactor = {
         let live = live.clone();
-        Arc::new(move |text: String| live.current().guard.redact_string(text))
+        Arc::new(move |text: String| live.peek(|declared| declared.guard.redact_string(text)))
             as sluice_audit::Redactor
     };
     let audit = AuditLog::open_with(

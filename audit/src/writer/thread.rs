@@ -86,10 +86,15 @@ impl Writer {
             line.segment = Some(segment.number);
         }
         line.seq = self.next_seq;
-        line.run_id.clone_from(&self.run_id);
-        line.prev.clone_from(&self.prev);
+        // Lent to the line for its serialisation and taken back, not copied: two fewer
+        // allocations per record (`put` replaces `prev` once the line is in).
+        std::mem::swap(&mut line.run_id, &mut self.run_id);
+        std::mem::swap(&mut line.prev, &mut self.prev);
         self.line.clear();
-        serde_json::to_writer(&mut self.line, &line).map_err(|e| fatal(io::Error::other(e)))?;
+        let serialized = serde_json::to_writer(&mut self.line, &line);
+        std::mem::swap(&mut line.run_id, &mut self.run_id);
+        std::mem::swap(&mut line.prev, &mut self.prev);
+        serialized.map_err(|e| fatal(io::Error::other(e)))?;
         self.line.push(b'\n');
         self.put(line.event)
             .map_err(|err| (err, Failed::Line(line.event)))

@@ -187,6 +187,14 @@ impl Live {
         self.current.load_full()
     }
 
+    /// `f` of the generation in force now, without taking a reference to it: for what runs
+    /// several times per request on every worker (the audit log's redactor, once per field
+    /// of every event), where [`Live::current`]'s shared reference count would be written
+    /// from every core.
+    pub(crate) fn peek<R>(&self, f: impl FnOnce(&Declared) -> R) -> R {
+        f(&self.current.load())
+    }
+
     /// The generation number in force now: a cheap check for whether a snapshot is stale.
     pub(crate) fn generation(&self) -> u64 {
         self.current.load().generation
