@@ -338,6 +338,48 @@ async fn a_decision_for_the_run_answers_later_uses_and_identical_ones_share_one(
     assert!(!audit.contains(VALUE));
 }
 
+/// A decision for the run stands for the credential decided on: a reload that reads the
+/// same declaration keeps it, one that points the secret's name at another value asks
+/// again, and nothing of the new value reaches the host before its decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_points_the_name_at_another_credential_asks_again() {
+    let world = World::new("30s").await;
+    let held = world.send("POST", "/a", "one");
+    let pending = world.await_pending(1).await;
+    let (status, _) = world.decide(
+        &pending[0]["id"],
+        r#"{"decision": "allow", "scope": "run"}"#,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(held.await.unwrap().0, 200);
+
+    // The same declaration again: the decision stands.
+    world.serve.reload(YAML);
+    assert_eq!(world.send("POST", "/b", "two").await.unwrap().0, 200);
+
+    // Another credential under the same name: its first use waits for a decision of its own.
+    const OTHER: &str = "prod-OTHER-token-fedcba9876543210";
+    world.serve.reload(&YAML.replace(VALUE, OTHER));
+    let held = world.send("POST", "/c", "three");
+    let pending = world.await_pending(1).await;
+    assert_eq!(pending[0]["secret"], "prod", "{pending:?}");
+    assert_eq!(
+        world.upstream.records().len(),
+        2,
+        "nothing sent before the decision"
+    );
+    world.decide(
+        &pending[0]["id"],
+        r#"{"decision": "deny", "scope": "once"}"#,
+    );
+    let (status, code, _) = held.await.unwrap();
+    assert_eq!((status, code.as_str()), (403, "approval-denied"));
+    let records = world.upstream.records();
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| !format!("{r:?}").contains(OTHER)));
+    assert!(!world.audit().contains(OTHER));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nobody_deciding_in_time_refuses_the_use() {
     let world = World::new("1s").await;

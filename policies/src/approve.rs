@@ -1,8 +1,19 @@
 //! A secret's `approve:` as compiled: which of its uses wait for a person's decision
 //! (docs/approvals.md). Checked in `validate::approve`; the proxy holds such a use until it
-//! is decided.
+//! is decided. Also what such a decision was made about ([`basis`]), so that a reload that
+//! points the secret at another credential is asked again.
 
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+
+use sha2::{Digest, Sha256};
+
+use crate::mint::{ClientId, MinterDecl};
+use crate::model::{SecretDecl, Source};
+
+/// What a decision standing for the run on a secret was made about: a digest of where its
+/// value comes from and which of its uses wait (see [`crate::Policy::approval_basis`]).
+pub type ApprovalBasis = [u8; 32];
 
 /// A secret's `approve:`: which of its uses wait for a person's decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,5 +51,132 @@ impl fmt::Display for Approve {
             Approve::All => f.write_str("all uses"),
             Approve::Methods(methods) => write!(f, "{}", methods.join(", ")),
         }
+    }
+}
+
+/// The [`ApprovalBasis`] of `secret`, one of `secrets`: where its value comes from (for a
+/// minted secret: the minter's token endpoint, grant, client, scopes, audience, App and
+/// body, and where each part of its grant comes from) and its `approve:`. A value read
+/// again from the same place (a rotation) does not change it; a literal `value:` goes in,
+/// so an edited literal does, and, being digested, never comes out.
+pub(crate) fn basis(
+    secret: &SecretDecl,
+    secrets: &[SecretDecl],
+    minters: &[MinterDecl],
+) -> ApprovalBasis {
+    let mut digest = Sha256::new();
+    match secret.mints.and_then(|(index, _)| minters.get(index)) {
+        Some(minter) => {
+            field(&mut digest, b"minted");
+            field(&mut digest, minter.name.as_bytes());
+            field(&mut digest, minter.token_url.url.as_bytes());
+            // Words, names and numbers, none secret: their Debug text says each apart.
+            field(&mut digest, format!("{:?}", minter.grant).as_bytes());
+            match &minter.client_id {
+                Some(ClientId::Literal(id)) => field(&mut digest, id.as_bytes()),
+                Some(ClientId::Source(source)) => put_source(&mut digest, source),
+                None => field(&mut digest, b""),
+            }
+            field(&mut digest, format!("{:?}", minter.scopes).as_bytes());
+            field(&mut digest, format!("{:?}", minter.audience).as_bytes());
+            field(&mut digest, format!("{:?}", minter.github).as_bytes());
+            field(&mut digest, format!("{:?}", minter.body).as_bytes());
+            for (part, index) in &minter.parts {
+                field(&mut digest, format!("{part:?}").as_bytes());
+                if let Some(part) = secrets.get(*index) {
+                    put_source(&mut digest, &part.source);
+                }
+            }
+        }
+        None => put_source(&mut digest, &secret.source),
+    }
+    match &secret.approve {
+        None => field(&mut digest, b"no approve"),
+        Some(Approve::All) => field(&mut digest, b"approve all"),
+        Some(Approve::Methods(methods)) => {
+            field(&mut digest, b"approve methods");
+            for method in methods {
+                field(&mut digest, method.as_bytes());
+            }
+        }
+    }
+    digest.finalize().into()
+}
+
+fn put_source(digest: &mut Sha256, source: &Source) {
+    match source {
+        Source::Env(var) => {
+            field(digest, b"env");
+            field(digest, var.as_bytes());
+        }
+        Source::File(path) => {
+            field(digest, b"file");
+            field(digest, path.as_os_str().as_bytes());
+        }
+        Source::Command(argv) => {
+            field(digest, b"command");
+            field(digest, &(argv.len() as u64).to_le_bytes());
+            for arg in argv {
+                field(digest, arg.as_bytes());
+            }
+        }
+        Source::Literal(literal) => {
+            field(digest, b"value");
+            field(digest, &literal.0);
+        }
+        Source::Minted => field(digest, b"minted part"),
+    }
+}
+
+/// One field, prefixed with its length, so that no two sequences of fields digest alike.
+fn field(digest: &mut Sha256, bytes: &[u8]) {
+    digest.update((bytes.len() as u64).to_le_bytes());
+    digest.update(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Policy;
+
+    fn basis(secret: &str) -> Option<super::ApprovalBasis> {
+        let yaml = format!(
+            "version: 1\nsecrets:\n  gh:\n{secret}    hosts: [api.github.com]\n  plain:\n    from: {{ env: PLAIN }}\n    hosts: [api.github.com]\n"
+        );
+        let policy = Policy::parse(&yaml, "policy.yaml").unwrap().policy;
+        assert_eq!(
+            policy.approval_basis("plain"),
+            None,
+            "no approve:, no basis"
+        );
+        policy.approval_basis("gh")
+    }
+
+    #[test]
+    fn the_basis_changes_with_the_credential_or_the_uses_that_wait_and_nothing_else() {
+        let file = basis("    from: { file: /run/gh }\n    approve: [DELETE]\n");
+        assert!(file.is_some());
+        assert_eq!(
+            file,
+            basis("    from: { file: /run/gh }\n    approve: [DELETE]\n")
+        );
+        let others = [
+            "    from: { file: /run/other }\n    approve: [DELETE]\n",
+            "    from: { env: GH }\n    approve: [DELETE]\n",
+            "    from: { command: [cat, /run/gh] }\n    approve: [DELETE]\n",
+            "    from: { file: /run/gh }\n    approve: [DELETE, POST]\n",
+            "    from: { file: /run/gh }\n    approve: all\n",
+        ];
+        for other in others {
+            assert_ne!(file, basis(other), "{other}");
+        }
+        let literal = |value: &str| basis(&format!("    value: {value}\n    approve: all\n"));
+        assert_eq!(
+            literal("ghp_0123456789abcdef"),
+            literal("ghp_0123456789abcdef")
+        );
+        assert_ne!(
+            literal("ghp_0123456789abcdef"),
+            literal("ghp_fedcba9876543210")
+        );
     }
 }

@@ -58,7 +58,7 @@ pub mod shape;
 mod source;
 mod validate;
 
-pub use approve::Approve;
+pub use approve::{ApprovalBasis, Approve};
 pub use budget::{BudgetLedger, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
 pub use error::{

@@ -58,6 +58,9 @@ pub struct Policy {
     approving: bool,
     /// Whether any secret has a `pin:` (most runs have none, and ask nothing of chains).
     pinned: bool,
+    /// Beside each secret with an `approve:`, what a decision on it is made about
+    /// (`approve::basis`), worked out once here rather than on every use.
+    approval_bases: Vec<Option<crate::approve::ApprovalBasis>>,
     sha256: String,
 }
 
@@ -241,12 +244,21 @@ impl Policy {
         let budgeted = secrets.iter().any(|s| s.budget.is_some());
         let pinned = secrets.iter().any(|s| !s.pins.is_empty());
         let approving = secrets.iter().any(|s| s.approve.is_some());
+        let approval_bases = secrets
+            .iter()
+            .map(|s| {
+                s.approve
+                    .is_some()
+                    .then(|| crate::approve::basis(s, &secrets, &minters))
+            })
+            .collect();
         Ok(Loaded {
             policy: Policy {
                 ruled,
                 budgeted,
                 approving,
                 pinned,
+                approval_bases,
                 secrets,
                 signers,
                 minters,
@@ -333,6 +345,28 @@ impl Policy {
     /// The index in [`Policy::secrets`] of the secret named `name`.
     pub fn secret_index(&self, name: &str) -> Option<usize> {
         self.secrets.iter().position(|s| s.name == name)
+    }
+
+    /// What a decision standing for the run on the secret named `name` is made about: where
+    /// its value comes from (for a minted one, its minter and the sources of its grant)
+    /// and its `approve:`, digested. A decision made under another basis no longer stands
+    /// (a reload pointed the name at another credential, or changed which uses wait); a
+    /// value rotated in the same place keeps it. None for a secret without `approve:`.
+    ///
+    /// ```
+    /// let yaml = |var: &str| format!(
+    ///     "version: 1\nsecrets:\n  gh:\n    from: {{ env: {var} }}\n    hosts: [api.github.com]\n    approve: [DELETE]\n"
+    /// );
+    /// let load = |text: String| sluice_policies::Policy::parse(&text, "policy.yaml").unwrap().policy;
+    /// let (first, rotated) = (load(yaml("GH_TOKEN")), load(yaml("GH_TOKEN")));
+    /// assert_eq!(first.approval_basis("gh"), rotated.approval_basis("gh"));
+    /// assert_ne!(first.approval_basis("gh"), load(yaml("OTHER_TOKEN")).approval_basis("gh"));
+    /// ```
+    pub fn approval_basis(&self, name: &str) -> Option<crate::approve::ApprovalBasis> {
+        self.approval_bases
+            .get(self.secret_index(name)?)
+            .copied()
+            .flatten()
     }
 
     /// The secret named `name`.

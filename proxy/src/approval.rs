@@ -18,6 +18,7 @@ use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use serde::Serialize;
+use sluice_policies::ApprovalBasis;
 use tokio::sync::watch;
 // The runtime's clock, which the timeouts below run on too (and tests can pause).
 use tokio::time::Instant;
@@ -40,6 +41,12 @@ pub(crate) struct Ask {
     /// The secret's name (empty for a host, and then not shown).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) secret: String,
+    /// What a decision on it is made about, in the generation it was asked under
+    /// (`Policy::approval_basis`; none for a host), never shown: a decision for the run
+    /// stands for this basis only, so a reload that points the secret's name at another
+    /// credential, or changes its `approve:`, asks again.
+    #[serde(skip)]
+    pub(crate) basis: Option<ApprovalBasis>,
     /// The host it would go to (as the tunnel names it, port included when not 443).
     pub(crate) host: String,
     pub(crate) method: String,
@@ -62,6 +69,7 @@ impl Ask {
     fn same_use(&self, other: &Ask) -> bool {
         self.kind == other.kind
             && self.secret == other.secret
+            && self.basis == other.basis
             && self.host == other.host
             && self.method == other.method
             && self.exact == other.exact
@@ -72,6 +80,7 @@ impl Ask {
     fn covered_by(&self, other: &Ask) -> bool {
         self.kind == other.kind
             && self.secret == other.secret
+            && self.basis == other.basis
             && self.host == other.host
             && self.method == other.method
     }
@@ -204,8 +213,17 @@ impl State {
     }
 }
 
-/// Decisions for the run: by secret, then each host and method decided.
-type Standing = HashMap<String, Vec<(String, String, Decision)>>;
+/// Decisions for the run: by secret, then each host and method decided, under the basis
+/// it was decided on.
+type Standing = HashMap<String, Vec<Decided>>;
+
+/// One decision for the run on a secret (or a host).
+struct Decided {
+    host: String,
+    method: String,
+    basis: Option<ApprovalBasis>,
+    decision: Decision,
+}
 
 /// The run's approvals.
 pub(crate) struct Approvals {
@@ -245,15 +263,23 @@ impl Approvals {
         self.timeout
     }
 
-    /// The decision standing for the run on `secret` toward `host` with `method`, if one
-    /// was made: what answers such a use at once, with no copy and no wait.
-    pub(crate) fn standing(&self, secret: &str, host: &str, method: &str) -> Option<Decision> {
+    /// The decision standing for the run on `secret` (declared as `basis` says) toward
+    /// `host` with `method`, if one was made: what answers such a use at once, with no copy
+    /// and no wait. One made on another basis (before a reload changed where the secret
+    /// comes from, or its `approve:`) does not answer.
+    pub(crate) fn standing(
+        &self,
+        secret: &str,
+        basis: Option<ApprovalBasis>,
+        host: &str,
+        method: &str,
+    ) -> Option<Decision> {
         let standing = self.standing.read().unwrap_or_else(PoisonError::into_inner);
         standing
             .get(secret)?
             .iter()
-            .find(|(h, m, _)| h == host && m == method)
-            .map(|&(_, _, decision)| decision)
+            .find(|d| d.host == host && d.method == method && d.basis == basis)
+            .map(|d| d.decision)
     }
 
     /// Waits for a decision on `ask`: at once when one stands for its secret, host and
@@ -263,7 +289,7 @@ impl Approvals {
         let mut verdict = {
             let mut state = self.state();
             // Under the lock `decide` writes a run decision under, so none is missed.
-            if let Some(decision) = self.standing(&ask.secret, &ask.host, &ask.method) {
+            if let Some(decision) = self.standing(&ask.secret, ask.basis, &ask.host, &ask.method) {
                 return Waited::Decided(Verdict {
                     decision,
                     scope: Scope::Run,
@@ -355,9 +381,15 @@ impl Approvals {
                 .standing
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
+            // One decision per host and method: a stale one (another basis) goes too.
             let decided = standing.entry(ask.secret.clone()).or_default();
-            decided.retain(|(h, m, _)| !(*h == ask.host && *m == ask.method));
-            decided.push((ask.host.clone(), ask.method.clone(), verdict.decision));
+            decided.retain(|d| !(d.host == ask.host && d.method == ask.method));
+            decided.push(Decided {
+                host: ask.host.clone(),
+                method: ask.method.clone(),
+                basis: ask.basis,
+                decision: verdict.decision,
+            });
             drop(standing);
             let covered: Vec<u64> = state
                 .waiting
@@ -395,6 +427,7 @@ mod tests {
             exact: path.into(),
             kind: Kind::Use,
             secret: "prod".into(),
+            basis: Some([1; 32]),
             host: "api.prod.test".into(),
             method: "DELETE".into(),
             path: path.into(),
@@ -479,6 +512,49 @@ mod tests {
         });
         assert_eq!(listed(&approvals, 1).await[0].ask.method, "GET");
         waiter.abort();
+    }
+
+    /// A decision for the run stands for the secret as it was declared when decided: after
+    /// a reload points its name at another credential (another basis), uses wait again, and
+    /// a decision on the new one replaces the stale one.
+    #[tokio::test]
+    async fn a_run_decision_does_not_stand_for_another_credential_of_the_same_name() {
+        let approvals = Arc::new(Approvals::new(Duration::from_secs(10), 8));
+        let waiter = spawn_wait(&approvals, "/a");
+        let list = listed(&approvals, 1).await;
+        approvals
+            .decide(list[0].id, verdict(Decision::Allow, Scope::Run))
+            .unwrap();
+        waiter.await.unwrap();
+        let (prod, host) = ("prod", "api.prod.test");
+        assert_eq!(
+            approvals.standing(prod, Some([1; 32]), host, "DELETE"),
+            Some(Decision::Allow)
+        );
+        assert_eq!(
+            approvals.standing(prod, Some([2; 32]), host, "DELETE"),
+            None
+        );
+        let mut other = ask("/a");
+        other.basis = Some([2; 32]);
+        let waiter = tokio::spawn({
+            let approvals = approvals.clone();
+            async move { approvals.wait(other).await }
+        });
+        let list = listed(&approvals, 1).await;
+        assert_eq!(list[0].ask.basis, Some([2; 32]));
+        approvals
+            .decide(list[0].id, verdict(Decision::Deny, Scope::Run))
+            .unwrap();
+        waiter.await.unwrap();
+        assert_eq!(
+            approvals.standing(prod, Some([2; 32]), host, "DELETE"),
+            Some(Decision::Deny)
+        );
+        assert_eq!(
+            approvals.standing(prod, Some([1; 32]), host, "DELETE"),
+            None
+        );
     }
 
     #[tokio::test]

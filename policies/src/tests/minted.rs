@@ -306,3 +306,27 @@ fn each_misuse_is_one_diagnostic_at_its_position() {
         Problem::Mint(MintProblem::RefreshTokenLost { key: "env", .. })
     ));
 }
+
+/// A decision standing for the run on a minted secret was made about its minter and the
+/// sources of its grant: a changed refresh-token file or scope is another credential, the
+/// same declaration again is not.
+#[test]
+fn a_minted_secrets_approval_basis_follows_its_minter_and_its_grants_sources() {
+    let basis = |oauth2: &str| {
+        let policy = Policy::parse(&minted(oauth2, "    approve: [DELETE]\n"), "p.yaml")
+            .unwrap()
+            .policy;
+        policy
+            .approval_basis("google")
+            .expect("approve: gives a basis")
+    };
+    assert_eq!(basis(REFRESH), basis(REFRESH));
+    let other_file = REFRESH.replace("/run/rt", "/run/other-rt");
+    assert_ne!(basis(REFRESH), basis(&other_file));
+    let other_client = REFRESH.replace("1234.apps", "5678.apps");
+    assert_ne!(basis(REFRESH), basis(&other_client));
+    assert_ne!(
+        basis(JWT),
+        basis(&JWT.replace("cloud-platform", "devstorage.read_only"))
+    );
+}

@@ -21,7 +21,7 @@ pub(crate) async fn hold(shared: &Shared, target: &Target) -> Result<(), Refusal
     let host = target.authority();
     let what = refusal::Waited::Host { host: &host };
     // A decision standing for the run answers at once.
-    match shared.approvals.standing("", &host, CONNECT) {
+    match shared.approvals.standing("", None, &host, CONNECT) {
         Some(Decision::Allow) => {
             shared.counters.approval("allowed");
             return Ok(());
@@ -35,6 +35,7 @@ pub(crate) async fn hold(shared: &Shared, target: &Target) -> Result<(), Refusal
     let ask = Ask {
         kind: Kind::Host,
         secret: String::new(),
+        basis: None,
         host: host.clone(),
         method: CONNECT.to_owned(),
         path: String::new(),

@@ -95,7 +95,11 @@ pub(crate) async fn hold(
             continue;
         }
         // A decision standing for the run answers at once: nothing described, no wait.
-        match shared.approvals.standing(secret, the_use.host, method) {
+        let basis = shared.policy.approval_basis(secret);
+        match shared
+            .approvals
+            .standing(secret, basis, the_use.host, method)
+        {
             Some(Decision::Allow) => shared.counters.approval("allowed"),
             Some(Decision::Deny) => {
                 shared.counters.approval("denied");
@@ -129,6 +133,7 @@ pub(crate) async fn hold(
         let ask = Ask {
             kind: Kind::Use,
             secret: secret.to_owned(),
+            basis: shared.policy.approval_basis(secret),
             host: the_use.host.to_owned(),
             method: method.to_owned(),
             path: shared.guard.redact_str(&path),
