@@ -147,13 +147,26 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
 
 /// Renames the log at `path` to its next numbered segment and creates a new, empty log at
 /// `path` (which must not exist by then: nothing is overwritten).
+///
+/// A rotation that failed part way is finished by calling this again: after its rename
+/// (the disk had no room, or no inode, for the new file) there is nothing at `path` to
+/// rename, and only the new file is made; after the new file (its directory's sync
+/// failed) that file, still empty, is the new log.
 pub(crate) fn rotate(path: &Path) -> io::Result<File> {
-    let next = next_number(path)?;
-    let mut segment = path.as_os_str().to_owned();
-    segment.push(format!(".{next}"));
-    rename_new(path, &PathBuf::from(segment))?;
     let mut options = open_options();
-    options.create_new(true);
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() && meta.len() == 0 => {}
+        Ok(_) => {
+            let next = next_number(path)?;
+            let mut segment = path.as_os_str().to_owned();
+            segment.push(format!(".{next}"));
+            rename_new(path, &PathBuf::from(segment))?;
+            options.create_new(true);
+        }
+        Err(_) => {
+            options.create_new(true);
+        }
+    }
     let file = options.open(path)?;
     // The new name must be on disk before lines are written after it.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -509,6 +522,30 @@ pub(crate) mod tests {
             assert!(!from.exists());
             assert_eq!(std::fs::read_to_string(&to).unwrap(), "new\n");
         }
+    }
+
+    #[test]
+    fn a_rotation_that_failed_part_way_is_finished_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        std::fs::write(&path, "line 1\n").unwrap();
+        rotate(&path).unwrap();
+        // Failed after its rename: nothing at `path`, so the retry only makes the new file.
+        std::fs::write(&path, "line 2\n").unwrap();
+        std::fs::rename(&path, dir.path().join("audit.jsonl.2")).unwrap();
+        rotate(&path).unwrap();
+        // Failed after the new file (its directory's sync): the empty file is the new log,
+        // never renamed into an empty segment.
+        rotate(&path).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        let second = dir.path().join("audit.jsonl.2");
+        assert_eq!(std::fs::read_to_string(second).unwrap(), "line 2\n");
     }
 
     #[test]

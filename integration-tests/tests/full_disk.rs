@@ -3,13 +3,14 @@
 //! nothing outside it is mounted): sluice fails closed while the disk is full (requests
 //! refused with `503`, nothing reaching the upstream, `/readyz` not ready, the failure
 //! counted once), then, once space returns, writes what it had accepted and serves again,
-//! its chain unbroken.
+//! its chain unbroken. The same when the disk has no inode left for the next segment of a
+//! rotating log.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sluice_integration_tests::{Curl, RecordingUpstream, TestPki, sluice_bin};
+use sluice_integration_tests::{Curl, CurlOutput, RecordingUpstream, TestPki, sluice_bin};
 
 const TOKEN: &str = "full-disk-REAL-token-0123456789abcdef";
 
@@ -43,7 +44,7 @@ fn admin(run: &Path, path: &str) -> (u16, String) {
 }
 
 /// Refused by sluice with `503`: at the `CONNECT` (a new tunnel) or inside the tunnel.
-fn unavailable(out: &sluice_integration_tests::CurlOutput) -> bool {
+fn unavailable(out: &CurlOutput) -> bool {
     out.status == 503 || out.stderr.contains("CONNECT tunnel failed, response 503")
 }
 
@@ -55,88 +56,184 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_full_audit_disk_refuses_every_request_then_sluice_serves_again_when_space_returns() {
-    if !sluice_integration_tests::is_root() {
-        eprintln!(
-            "skipped: needs root to mount a tmpfs in a namespace of its own (CI runs as root)"
-        );
-        return;
-    }
-    let pki = TestPki::new();
-    let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let (disk, run, kept) = (d.join("disk"), d.join("run"), d.join("audit.jsonl"));
-    std::fs::create_dir(&disk).unwrap();
-    std::fs::write(d.join("policy.yaml"), YAML).unwrap();
-    // A 256 KiB tmpfs, 200 KiB of it taken by a filler: the log has some 56 KiB. sluice runs
-    // in the background of a shell in the namespace, which copies the log out when sluice
-    // has stopped (the tmpfs goes with the namespace).
-    let script = r#"set -e
-mount -t tmpfs -o size=256k sluice-test "$DISK"
-dd if=/dev/zero of="$DISK/filler" bs=1k count=200 2>/dev/null
+/// `sluice serve` with its audit log on a tmpfs of its own (mounted with `mount_options`,
+/// then a file `filler` of `filler_kib` KiB made on it), in the background of a shell in a
+/// mount namespace, which copies the log's files out when sluice has stopped (the tmpfs
+/// goes with the namespace). None when not root.
+struct OnSmallDisk {
+    dir: tempfile::TempDir,
+    shell: Child,
+    pid: u32,
+    run: PathBuf,
+    url: String,
+    placeholder: String,
+}
+
+impl OnSmallDisk {
+    fn start(pki: &TestPki, mount_options: &str, filler_kib: u32, extra: &str) -> Option<Self> {
+        if !sluice_integration_tests::is_root() {
+            eprintln!(
+                "skipped: needs root to mount a tmpfs in a namespace of its own (CI runs as root)"
+            );
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (disk, run, kept) = (d.join("disk"), d.join("run"), d.join("kept"));
+        std::fs::create_dir(&disk).unwrap();
+        std::fs::create_dir(&kept).unwrap();
+        std::fs::write(d.join("policy.yaml"), YAML).unwrap();
+        let script = format!(
+            r#"set -e
+mount -t tmpfs -o {mount_options} sluice-test "$DISK"
+dd if=/dev/zero of="$DISK/filler" bs=1k count={filler_kib} 2>/dev/null
 "$SLUICE" serve --policy "$POLICY" --audit-log "$DISK/audit.jsonl" --run-dir "$RUN" \
   --listen 127.0.0.1:0 --admin 127.0.0.1:0 --no-watch --upstream-ca "$CA" \
-  --resolve api.test=127.0.0.1 &
+  --resolve api.test=127.0.0.1 {extra} &
 echo $! > "$PIDFILE"
 wait $! || true
-cp "$DISK/audit.jsonl" "$KEPT"
-"#;
-    let mut shell = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", script])
-        .env("DISK", &disk)
-        .env("SLUICE", sluice_bin())
-        .env("POLICY", d.join("policy.yaml"))
-        .env("RUN", &run)
-        .env("CA", pki.ca_path())
-        .env("PIDFILE", d.join("pid"))
-        .env("KEPT", &kept)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(d.join("serve.err")).unwrap())
-        .spawn()
-        .expect("unshare runs");
-    wait_for("sluice to write proxy-url", || {
-        run.join("proxy-url").exists()
-    });
-    let pid: u32 = std::fs::read_to_string(d.join("pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let url = std::fs::read_to_string(run.join("proxy-url")).unwrap();
-    let placeholders = std::fs::read_to_string(run.join("placeholders.env")).unwrap();
-    let placeholder = placeholders
-        .lines()
-        .find_map(|l| l.strip_prefix("API="))
-        .expect("the placeholder")
-        .to_owned();
-    let ca = run.join("ca.pem");
-    let port = upstream.port();
-    let call = move |path: &str| {
-        Curl::new(url.trim(), &ca)
+cp "$DISK"/audit.jsonl* "$KEPT"/
+"#
+        );
+        let shell = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .env("DISK", &disk)
+            .env("SLUICE", sluice_bin())
+            .env("POLICY", d.join("policy.yaml"))
+            .env("RUN", &run)
+            .env("CA", pki.ca_path())
+            .env("PIDFILE", d.join("pid"))
+            .env("KEPT", &kept)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("serve.err")).unwrap())
+            .spawn()
+            .expect("unshare runs");
+        wait_for("sluice to write proxy-url", || {
+            run.join("proxy-url").exists()
+        });
+        let pid = std::fs::read_to_string(d.join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let url = std::fs::read_to_string(run.join("proxy-url")).unwrap();
+        let placeholders = std::fs::read_to_string(run.join("placeholders.env")).unwrap();
+        let placeholder = placeholders
+            .lines()
+            .find_map(|l| l.strip_prefix("API="))
+            .expect("the placeholder")
+            .to_owned();
+        Some(OnSmallDisk {
+            url: url.trim().to_owned(),
+            dir,
+            shell,
+            pid,
+            run,
+            placeholder,
+        })
+    }
+
+    /// A GET with the placeholder to `path` on the upstream at `port`.
+    fn call(&self, port: u16, path: &str) -> CurlOutput {
+        Curl::new(&self.url, &self.run.join("ca.pem"))
             .args([
                 "-H".to_owned(),
-                format!("Authorization: Bearer {placeholder}"),
+                format!("Authorization: Bearer {}", self.placeholder),
             ])
             .get(&format!("https://api.test:{port}{path}"))
-    };
-    assert_eq!(admin(&run, "/readyz").0, 200);
+    }
 
-    // Requests until the log's disk is full: each one's events fill it.
-    let mut served = 0;
-    let refused = tokio::task::block_in_place(|| {
+    /// Requests until the log's disk refuses: how many were served before, and the first
+    /// refused.
+    fn fill(&self, port: u16) -> (usize, CurlOutput) {
+        let mut served = 0;
         for _ in 0..3000 {
-            let out = call("/fill");
+            let out = self.call(port, "/fill");
             match out.status {
                 200 => served += 1,
-                _ if unavailable(&out) => return Some(out),
+                _ if unavailable(&out) => return (served, out),
                 other => panic!("neither served nor refused: {other} {out:?}"),
             }
         }
-        None
-    })
-    .expect("the log's disk never filled");
+        panic!("the log's disk never filled");
+    }
+
+    /// Gives the disk its room back: the filler goes.
+    fn free(&self) {
+        let disk = self.dir.path().join("disk");
+        std::fs::remove_file(format!("/proc/{}/root{}/filler", self.pid, disk.display())).unwrap();
+    }
+
+    /// The admin endpoint's `/metrics`, one series' value (0 when absent).
+    fn metric(&self, series: &str) -> u64 {
+        let (_, metrics) = admin(&self.run, "/metrics");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Stops sluice cleanly and checks that the log (copied out of the namespace, every
+    /// segment) verifies, with a `stop`, and holds no value: what `sluice audit verify`
+    /// said, then the text of every file of the log.
+    fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        let status = self.shell.wait().unwrap();
+        let d = self.dir.path();
+        assert!(
+            status.success(),
+            "{}",
+            std::fs::read_to_string(d.join("serve.err")).unwrap()
+        );
+        let kept = d.join("kept");
+        let verify = Command::new(sluice_bin())
+            .args(["audit", "verify"])
+            .arg(&kept)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&verify.stdout).into_owned()
+            + &String::from_utf8_lossy(&verify.stderr);
+        assert!(verify.status.success(), "{text}");
+        assert!(
+            text.starts_with("ok:") && !text.contains("no stop record"),
+            "{text}"
+        );
+        let mut files: Vec<_> = std::fs::read_dir(&kept)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let log: String = files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect();
+        assert!(!log.contains(TOKEN));
+        text + "\n" + &log
+    }
+}
+
+fn swaps(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("\"event\":\"swap\""))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_audit_disk_refuses_every_request_then_sluice_serves_again_when_space_returns() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
+    let port = upstream.port();
+    // A 256 KiB tmpfs, 200 KiB of it taken by the filler: the log has some 56 KiB.
+    let Some(disk) = OnSmallDisk::start(&pki, "size=256k", 200, "") else {
+        return;
+    };
+    let run = disk.run.clone();
+    assert_eq!(admin(&run, "/readyz").0, 200);
+
+    // Requests until the log's disk is full: each one's events fill it.
+    let (served, refused) = tokio::task::block_in_place(|| disk.fill(port));
     assert!(
         served > 0,
         "nothing was served before the disk filled: {refused:?}"
@@ -146,7 +243,7 @@ cp "$DISK/audit.jsonl" "$KEPT"
     let (ready, why) = admin(&run, "/readyz");
     assert_eq!(ready, 503, "{why}");
     for _ in 0..5 {
-        let out = tokio::task::block_in_place(|| call("/while-full"));
+        let out = tokio::task::block_in_place(|| disk.call(port, "/while-full"));
         assert!(unavailable(&out), "{out:?}");
     }
     assert_eq!(
@@ -155,63 +252,71 @@ cp "$DISK/audit.jsonl" "$KEPT"
         "a request went on while the log was full"
     );
     // The failed write, and each event refused while the log was failed.
-    let (_, metrics) = admin(&run, "/metrics");
-    let metric = |series: &str| -> u64 {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    let unavailable_refusals = metric("sluice_refusals_total{reason=\"sluice-unavailable\"} ");
-    assert!(unavailable_refusals >= 6, "{metrics}");
+    let unavailable_refusals = disk.metric("sluice_refusals_total{reason=\"sluice-unavailable\"} ");
+    assert!(unavailable_refusals >= 6);
     assert_eq!(
-        metric("sluice_audit_write_failures_total "),
-        1 + unavailable_refusals,
-        "{metrics}"
+        disk.metric("sluice_audit_write_failures_total "),
+        1 + unavailable_refusals
     );
-    assert_eq!(metric("sluice_audit_healthy "), 0, "{metrics}");
+    assert_eq!(disk.metric("sluice_audit_healthy "), 0);
 
     // Space returns: the log writes what it had accepted, and sluice serves again.
-    std::fs::remove_file(format!("/proc/{pid}/root{}/filler", disk.display())).unwrap();
+    disk.free();
     wait_for("/readyz to be ready again", || {
         admin(&run, "/readyz").0 == 200
     });
-    let out = tokio::task::block_in_place(|| call("/after"));
+    let out = tokio::task::block_in_place(|| disk.call(port, "/after"));
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(upstream.records().len(), reached + 1);
 
-    // Stopped cleanly; the log (copied out of the namespace) verifies, with every request
-    // that was served in it and a `stop`.
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let status = shell.wait().unwrap();
-    assert!(
-        status.success(),
-        "{}",
-        std::fs::read_to_string(d.join("serve.err")).unwrap()
-    );
-    let verify = Command::new(sluice_bin())
-        .args(["audit", "verify"])
-        .arg(&kept)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&verify.stdout).into_owned()
-        + &String::from_utf8_lossy(&verify.stderr);
-    assert!(verify.status.success(), "{text}");
-    assert!(
-        text.starts_with("ok:") && !text.contains("no stop record"),
-        "{text}"
-    );
-    let log = std::fs::read_to_string(&kept).unwrap();
-    let swaps = log
-        .lines()
-        .filter(|l| l.contains("\"event\":\"swap\""))
-        .count();
+    // Stopped cleanly; the log verifies, with every request that was served in it.
+    let log = disk.stop();
     assert_eq!(
-        swaps,
+        swaps(&log),
         served + 1,
         "every served request's swap is in the log"
     );
-    assert!(!log.contains(TOKEN));
+}
+
+/// A rotating log whose disk has no inode left for the next segment: the rotation fails
+/// after its rename, sluice refuses until the disk has room again, then finishes the
+/// rotation and serves, the chain unbroken across the segments (a failed rotation used to
+/// stop the log for the rest of the run).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotation_the_disk_refuses_is_finished_when_room_returns() {
+    let pki = TestPki::new();
+    let upstream = RecordingUpstream::start(&pki, &["api.test"], &[b"http/1.1"]).await;
+    let port = upstream.port();
+    // Three inodes: the root, the filler and the log; room for bytes, none for a new file.
+    let Some(disk) = OnSmallDisk::start(&pki, "size=1m,nr_inodes=3", 1, "--audit-max-bytes 4096")
+    else {
+        return;
+    };
+    let run = disk.run.clone();
+    let (served, refused) = tokio::task::block_in_place(|| disk.fill(port));
+    assert!(
+        served > 0,
+        "nothing was served before the rotation: {refused:?}"
+    );
+    let reached = upstream.records().len();
+    assert_eq!(admin(&run, "/readyz").0, 503);
+    let out = tokio::task::block_in_place(|| disk.call(port, "/while-stuck"));
+    assert!(unavailable(&out), "{out:?}");
+    assert_eq!(upstream.records().len(), reached);
+
+    disk.free();
+    wait_for("/readyz to be ready again", || {
+        admin(&run, "/readyz").0 == 200
+    });
+    let out = tokio::task::block_in_place(|| disk.call(port, "/after"));
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(upstream.records().len(), reached + 1);
+
+    let log = disk.stop();
+    assert!(log.contains("\"segment\":2"), "{log}");
+    assert_eq!(
+        swaps(&log),
+        served + 1,
+        "every served request's swap is in the log"
+    );
 }

@@ -7,7 +7,11 @@
 //! keeps what it could not write) and the records queued before the failure; it retries
 //! every [`RETRY`], and when the disk takes them again they are written in order and the
 //! log is healthy again. Nothing accepted is lost and nothing is written twice, so the
-//! chain holds across the outage. A failed rotation is the exception: it stays failed.
+//! chain holds across the outage. A rotation the disk refused (the flush before it, or the
+//! new file: a full disk, or no inode left) is retried the same way, the line that opens
+//! the next segment held until it is done; a rotation that failed after its rename is
+//! finished by the retry (`segments::rotate`). Only a line that cannot be serialized is
+//! fatal.
 
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, Write};
@@ -28,7 +32,10 @@ enum Failed {
     Line(EventKind),
     /// The buffer holds bytes the file did not take: flush.
     Flush,
-    /// Rotation, or serializing: not retried.
+    /// The file was due to rotate and could not: rotate, then write this line, the next
+    /// segment's first (not serialized yet: it carries the new segment's number).
+    Rotation(Box<Line>),
+    /// Serializing: not retried.
     Fatal,
 }
 
@@ -73,17 +80,11 @@ impl Writer {
 
     fn write_or_hold(&mut self, mut line: Line) -> Result<(), (io::Error, Failed)> {
         let fatal = |err| (err, Failed::Fatal);
-        if let Some(segment) = self.segment.as_mut()
-            && segment.due()
-        {
-            self.out.flush().map_err(fatal)?;
-            self.out.get_mut().sync().map_err(fatal)?;
-            let file = segments::rotate(&segment.path).map_err(fatal)?;
-            self.out = BufWriter::with_capacity(WRITE_BUFFER, Box::new(file));
-            segment.bytes = 0;
-            segment.since = Instant::now();
-            segment.number += 1;
-            line.segment = Some(segment.number);
+        if self.segment.as_ref().is_some_and(Segment::due) {
+            match self.rotate() {
+                Ok(number) => line.segment = Some(number),
+                Err(err) => return Err((err, Failed::Rotation(Box::new(line)))),
+            }
         }
         line.seq = self.next_seq;
         // Lent to the line for its serialisation and taken back, not copied: two fewer
@@ -98,6 +99,23 @@ impl Writer {
         self.line.push(b'\n');
         self.put(line.event)
             .map_err(|err| (err, Failed::Line(line.event)))
+    }
+
+    /// Ends the segment (flushed and synced), renames it to its number and opens the next:
+    /// that segment's number. Each step may be tried again after a failure: the flush keeps
+    /// what it could not write, and a rename already done is not done twice.
+    fn rotate(&mut self) -> io::Result<u64> {
+        let Some(segment) = self.segment.as_mut() else {
+            return Err(io::Error::other("only a log file rotates"));
+        };
+        self.out.flush()?;
+        self.out.get_mut().sync()?;
+        let file = segments::rotate(&segment.path)?;
+        self.out = BufWriter::with_capacity(WRITE_BUFFER, Box::new(file));
+        segment.bytes = 0;
+        segment.since = Instant::now();
+        segment.number += 1;
+        Ok(segment.number)
     }
 
     /// Puts the serialized line into the buffer, whole or not at all (a line is shorter
@@ -235,10 +253,11 @@ impl Writer {
         health: &Health,
         held: &mut VecDeque<Msg>,
     ) -> bool {
-        let mut line = match failed {
+        let (mut line, mut opening) = match failed {
             Failed::Fatal => return false,
-            Failed::Line(kind) => Some(kind),
-            Failed::Flush => None,
+            Failed::Line(kind) => (Some(kind), None),
+            Failed::Flush => (None, None),
+            Failed::Rotation(first) => (None, Some(first)),
         };
         loop {
             loop {
@@ -253,6 +272,17 @@ impl Writer {
                 }
             }
             std::thread::sleep(RETRY);
+            if let Some(first) = opening.take() {
+                match self.write_or_hold(*first) {
+                    Ok(()) => {}
+                    Err((_, Failed::Rotation(first))) => {
+                        opening = Some(first);
+                        continue;
+                    }
+                    Err((_, Failed::Line(kind))) => line = Some(kind),
+                    Err((_, Failed::Flush | Failed::Fatal)) => return false,
+                }
+            }
             if let Some(kind) = line {
                 if self.put(kind).is_err() {
                     continue;
