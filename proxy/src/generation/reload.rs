@@ -90,7 +90,7 @@ pub enum ReloadError {
 
 /// Every value the run has known, per secret (by name), with the placeholder it had; and
 /// the value in force of every minted part, which no source holds.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Known {
     secrets: BTreeMap<String, KnownSecret>,
     /// The access token and rotated refresh token in force, per secret: what a generation
@@ -99,6 +99,7 @@ struct Known {
     minted: BTreeMap<String, Zeroizing<Vec<u8>>>,
 }
 
+#[derive(Clone)]
 struct KnownSecret {
     placeholder: String,
     values: Vec<Zeroizing<Vec<u8>>>,
@@ -259,6 +260,9 @@ impl Live {
         also: &[(&str, &[u8])],
     ) -> Result<Arc<Declared>, ReloadError> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        // Put back if the guard refuses a value: kept, a refused token would be overlaid
+        // on every later build, and every reload and mint after would fail.
+        let before = known.clone();
         let previous = self.current.load_full();
         for (name, value) in current {
             known
@@ -284,13 +288,20 @@ impl Live {
         }
         known.overlay(&mut resolved);
         let placeholders = previous.placeholders.clone();
-        let mut next = assemble(
+        let assembled = assemble(
             previous.policy.clone(),
             placeholders,
             resolved,
             &mut known,
             Some(&previous),
-        )?;
+        );
+        let mut next = match assembled {
+            Ok(next) => next,
+            Err(error) => {
+                *known = before;
+                return Err(error);
+            }
+        };
         next.file_digest = previous.file_digest;
         let next = Arc::new(next);
         self.current.store(next.clone());
@@ -589,6 +600,28 @@ mod tests {
         // The generation a tunnel already holds is untouched.
         let old = first.guard.id("a").unwrap();
         assert_eq!(first.guard.value(old).expose(), b"value-a-0000-first");
+    }
+
+    /// A minted value the guard refuses (too short to be a token) is not put in force and
+    /// leaves nothing behind: the next reload and the next mint build as before it.
+    #[test]
+    fn a_minted_value_the_guard_refuses_leaves_nothing_behind() {
+        let f = fixture();
+        assert!(
+            f.live
+                .put_minted(&[("a", b"short")], &[("b", b"tiny")])
+                .is_err()
+        );
+        assert_eq!(f.live.generation(), 0);
+        let next = f.live.reload(&f.ca).expect("the refused value is not kept");
+        let id = next.guard.id("a").unwrap();
+        assert_eq!(next.guard.value(id).expose(), b"value-a-0000-first");
+        let minted = f
+            .live
+            .put_minted(&[("a", b"value-a-minted-0002")], &[])
+            .expect("a token the guard holds");
+        let id = minted.guard.id("a").unwrap();
+        assert_eq!(minted.guard.value(id).expose(), b"value-a-minted-0002");
     }
 
     #[test]
