@@ -380,6 +380,40 @@ async fn a_reload_that_points_the_name_at_another_credential_asks_again() {
     assert!(!world.audit().contains(OTHER));
 }
 
+/// A decision for the run answers for its method only: a `POST` allowed for the run that
+/// says `DELETE` in an override header or `_method` waits, listed as a `DELETE`, and
+/// nothing of it leaves before its decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_is_not_answered_by_the_request_lines_decision_for_the_run() {
+    let world = World::new("30s").await;
+    let held = world.send("POST", "/a", "one");
+    let pending = world.await_pending(1).await;
+    world.decide(
+        &pending[0]["id"],
+        r#"{"decision": "allow", "scope": "run"}"#,
+    );
+    assert_eq!(held.await.unwrap().0, 200);
+    assert_eq!(world.send("POST", "/b", "two").await.unwrap().0, 200);
+    let by_header = world.send_with(
+        "POST",
+        "/c",
+        "three",
+        &[("x-http-method-override", "DELETE")],
+    );
+    let by_query = world.send("POST", "/d?_method=delete", "four");
+    let pending = world.await_pending(2).await;
+    for use_ in &pending {
+        assert_eq!(use_["method"], "DELETE", "{pending:?}");
+    }
+    assert_eq!(world.upstream.records().len(), 2, "nothing sent before");
+    for use_ in &pending {
+        world.decide(&use_["id"], r#"{"decision": "deny", "scope": "once"}"#);
+    }
+    assert_eq!(by_header.await.unwrap().1, "approval-denied");
+    assert_eq!(by_query.await.unwrap().1, "approval-denied");
+    assert_eq!(world.upstream.records().len(), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nobody_deciding_in_time_refuses_the_use() {
     let world = World::new("1s").await;

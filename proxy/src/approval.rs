@@ -381,9 +381,13 @@ impl Approvals {
                 .standing
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            // One decision per host and method: a stale one (another basis) goes too.
+            // One decision per host, method and basis: one made on another basis stays
+            // for the uses still under it (a tunnel on the previous generation), and a
+            // decision there never overrides one on the credential in force.
             let decided = standing.entry(ask.secret.clone()).or_default();
-            decided.retain(|d| !(d.host == ask.host && d.method == ask.method));
+            decided.retain(|d| {
+                !(d.host == ask.host && d.method == ask.method && d.basis == ask.basis)
+            });
             decided.push(Decided {
                 host: ask.host.clone(),
                 method: ask.method.clone(),
@@ -427,13 +431,18 @@ mod tests {
             exact: path.into(),
             kind: Kind::Use,
             secret: "prod".into(),
-            basis: Some([1; 32]),
+            basis: basis(1),
             host: "api.prod.test".into(),
             method: "DELETE".into(),
             path: path.into(),
             body_bytes: Some(0),
             body_sha256: Some("e3b0".into()),
         }
+    }
+
+    /// A basis told apart by `n`.
+    fn basis(n: u8) -> Option<ApprovalBasis> {
+        Some([n; 32].into())
     }
 
     fn verdict(decision: Decision, scope: Scope) -> Verdict {
@@ -528,32 +537,30 @@ mod tests {
         waiter.await.unwrap();
         let (prod, host) = ("prod", "api.prod.test");
         assert_eq!(
-            approvals.standing(prod, Some([1; 32]), host, "DELETE"),
+            approvals.standing(prod, basis(1), host, "DELETE"),
             Some(Decision::Allow)
         );
-        assert_eq!(
-            approvals.standing(prod, Some([2; 32]), host, "DELETE"),
-            None
-        );
+        assert_eq!(approvals.standing(prod, basis(2), host, "DELETE"), None);
         let mut other = ask("/a");
-        other.basis = Some([2; 32]);
+        other.basis = basis(2);
         let waiter = tokio::spawn({
             let approvals = approvals.clone();
             async move { approvals.wait(other).await }
         });
         let list = listed(&approvals, 1).await;
-        assert_eq!(list[0].ask.basis, Some([2; 32]));
+        assert_eq!(list[0].ask.basis, basis(2));
         approvals
             .decide(list[0].id, verdict(Decision::Deny, Scope::Run))
             .unwrap();
         waiter.await.unwrap();
         assert_eq!(
-            approvals.standing(prod, Some([2; 32]), host, "DELETE"),
+            approvals.standing(prod, basis(2), host, "DELETE"),
             Some(Decision::Deny)
         );
+        // The decision on the earlier basis still answers the uses still under it.
         assert_eq!(
-            approvals.standing(prod, Some([1; 32]), host, "DELETE"),
-            None
+            approvals.standing(prod, basis(1), host, "DELETE"),
+            Some(Decision::Allow)
         );
     }
 

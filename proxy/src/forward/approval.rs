@@ -6,7 +6,9 @@
 //! covers the request's method waits in the run's [`Approvals`] for a decision: `allow`
 //! goes on, `deny` is `403 approval-denied`, no decision within `--approval-timeout` is
 //! `403 approval-timeout`, and more uses waiting than `--max-pending-approvals` is
-//! `503 approvals-full`. A decision for the `run` stands for the secret, host and method.
+//! `503 approvals-full`. A decision for the `run` stands for the secret (as declared: its
+//! basis), host and method; a request that names other methods (an override header,
+//! `_method`) is a question for each of them that waits.
 //! The waiting is the run's registry's ([`crate::approval`]); decisions are made on the
 //! admin endpoint (`ops::admin::approvals`), which writes the `approve` event.
 //!
@@ -80,36 +82,49 @@ pub(crate) async fn hold(
         BodySwaps::Known(ids) => (ids, true),
         BodySwaps::Streaming(ids) => (ids, false),
     };
+    // Every method the request names, as servers read it (`delete` is DELETE to some):
+    // its own first, then each override. A use is one question per method that waits.
+    let mut named: Vec<String> = vec![method.to_ascii_uppercase()];
+    for other in overrides {
+        let other = other.to_ascii_uppercase();
+        if !named.contains(&other) {
+            named.push(other);
+        }
+    }
     let requested = the_use.head.iter().chain(in_body).map(|&id| (id, false));
     let framed = the_use.frames.iter().map(|&id| (id, true));
-    let mut waiting: Vec<&str> = Vec::new();
+    let mut waiting: Vec<(&str, &str)> = Vec::new();
     for (id, in_frames) in requested.chain(framed) {
         let secret = shared.guard.name(id);
-        let approving = shared.policy.secret_index(secret).is_some_and(|i| {
-            let decl = &shared.policy.secrets()[i];
-            (in_frames && decl.approve().is_some())
-                || decl.needs_approval(method)
-                || overrides.iter().any(|m| decl.needs_approval(m))
-        });
-        if !approving || waiting.contains(&secret) {
+        let Some(decl) = shared.policy.secret(secret) else {
             continue;
-        }
-        // A decision standing for the run answers at once: nothing described, no wait.
+        };
         let basis = shared.policy.approval_basis(secret);
-        match shared
-            .approvals
-            .standing(secret, basis, the_use.host, method)
-        {
-            Some(Decision::Allow) => shared.counters.approval("allowed"),
-            Some(Decision::Deny) => {
-                shared.counters.approval("denied");
-                let waited = refusal::Waited::Use {
-                    secret,
-                    host: the_use.host,
-                };
-                return Err(Refusal::approval_denied(waited, Scope::Run));
+        for (i, asked) in named.iter().enumerate() {
+            // A WebSocket's messages wait at the handshake, under its own method.
+            let waits =
+                (in_frames && i == 0 && decl.approve().is_some()) || decl.needs_approval(asked);
+            if !waits || waiting.contains(&(secret, asked.as_str())) {
+                continue;
             }
-            None => waiting.push(secret),
+            // A decision standing for the run answers at once: nothing described, no
+            // wait. It answers for the method it was made for only: a POST allowed for
+            // the run that says `DELETE` in an override is asked about as a DELETE.
+            match shared
+                .approvals
+                .standing(secret, basis, the_use.host, asked)
+            {
+                Some(Decision::Allow) => shared.counters.approval("allowed"),
+                Some(Decision::Deny) => {
+                    shared.counters.approval("denied");
+                    let waited = refusal::Waited::Use {
+                        secret,
+                        host: the_use.host,
+                    };
+                    return Err(Refusal::approval_denied(waited, Scope::Run));
+                }
+                None => waiting.push((secret, asked)),
+            }
         }
     }
     if waiting.is_empty() {
@@ -129,13 +144,13 @@ pub(crate) async fn hold(
             STREAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ),
     };
-    for secret in waiting {
+    for (secret, asked) in waiting {
         let ask = Ask {
             kind: Kind::Use,
             secret: secret.to_owned(),
             basis: shared.policy.approval_basis(secret),
             host: the_use.host.to_owned(),
-            method: method.to_owned(),
+            method: asked.to_owned(),
             path: shared.guard.redact_str(&path),
             body_bytes: described.as_ref().map(|(size, _)| *size),
             body_sha256: described.as_ref().map(|(_, sha)| sha.clone()),
