@@ -148,26 +148,50 @@ pub(crate) fn open(path: &Path) -> Result<Opened, AuditError> {
 /// Renames the log at `path` to its next numbered segment and creates a new, empty log at
 /// `path` (which must not exist by then: nothing is overwritten).
 ///
-/// A rotation that failed part way is finished by calling this again: after its rename
-/// (the disk had no room, or no inode, for the new file) there is nothing at `path` to
-/// rename, and only the new file is made; after the new file (its directory's sync
-/// failed) that file, still empty, is the new log.
+/// A rotation that failed part way is finished by calling this again, never done twice:
+/// after its rename (the disk had no room, or no inode, for the new file) there is nothing
+/// at `path`, and only the new file is made; after a hard link standing in for the rename
+/// (the unlink failed) the log and its segment are one file, and only the log's name goes;
+/// after the new file (its directory's sync failed) that file, still empty and private, is
+/// the new log.
 pub(crate) fn rotate(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let mut options = open_options();
+    // Never through a link planted at `path`.
+    options.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_file() && meta.len() == 0 => {}
-        Ok(_) => {
-            let next = next_number(path)?;
-            let mut segment = path.as_os_str().to_owned();
-            segment.push(format!(".{next}"));
-            rename_new(path, &PathBuf::from(segment))?;
+        Ok(meta) => {
+            let highest = segments_beside(path)?
+                .into_iter()
+                .max_by_key(|segment| segment.number);
+            let linked = highest
+                .and_then(|segment| std::fs::symlink_metadata(&segment.path).ok())
+                .is_some_and(|s| s.dev() == meta.dev() && s.ino() == meta.ino());
+            if linked {
+                std::fs::remove_file(path)?;
+            } else {
+                let next = next_number(path)?;
+                let mut segment = path.as_os_str().to_owned();
+                segment.push(format!(".{next}"));
+                rename_new(path, &PathBuf::from(segment))?;
+            }
             options.create_new(true);
         }
-        Err(_) => {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
             options.create_new(true);
         }
+        Err(err) => return Err(err),
     }
     let file = options.open(path)?;
+    let opened = file.metadata()?;
+    if !opened.is_file() || opened.len() != 0 {
+        return Err(io::Error::other(format!(
+            "{}: not an empty file where the next segment begins",
+            path.display()
+        )));
+    }
+    set_private(&file)?;
     // The new name must be on disk before lines are written after it.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         File::open(dir)?.sync_all()?;
@@ -537,12 +561,27 @@ pub(crate) mod tests {
         // Failed after the new file (its directory's sync): the empty file is the new log,
         // never renamed into an empty segment.
         rotate(&path).unwrap();
+        // Failed between the hard link standing in for the rename and the unlink: the log
+        // and segment 3 are one file, and only the log's name goes.
+        std::fs::write(&path, "line 3\n").unwrap();
+        std::fs::hard_link(&path, dir.path().join("audit.jsonl.3")).unwrap();
+        rotate(&path).unwrap();
         let mut names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         names.sort();
-        assert_eq!(names, ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]);
+        assert_eq!(
+            names,
+            [
+                "audit.jsonl",
+                "audit.jsonl.1",
+                "audit.jsonl.2",
+                "audit.jsonl.3"
+            ]
+        );
+        let third = dir.path().join("audit.jsonl.3");
+        assert_eq!(std::fs::read_to_string(third).unwrap(), "line 3\n");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
         let second = dir.path().join("audit.jsonl.2");
         assert_eq!(std::fs::read_to_string(second).unwrap(), "line 2\n");

@@ -10,8 +10,9 @@
 //! chain holds across the outage. A rotation the disk refused (the flush before it, or the
 //! new file: a full disk, or no inode left) is retried the same way, the line that opens
 //! the next segment held until it is done; a rotation that failed after its rename is
-//! finished by the retry (`segments::rotate`). Only a line that cannot be serialized is
-//! fatal.
+//! finished by the retry (`segments::rotate`). Fatal, for the rest of the run: a line
+//! that cannot be serialized, and a failed sync (after one, the kernel may have dropped
+//! what it could not write, and a second sync would not say so).
 
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, Write};
@@ -81,7 +82,14 @@ impl Writer {
     fn write_or_hold(&mut self, mut line: Line) -> Result<(), (io::Error, Failed)> {
         let fatal = |err| (err, Failed::Fatal);
         if self.segment.as_ref().is_some_and(Segment::due) {
-            match self.rotate() {
+            // The segment ends flushed and synced. A failed flush keeps its bytes and is
+            // tried again; a failed sync is not: the kernel may have dropped the pages it
+            // could not write, and a second sync would not say so.
+            if let Err(err) = self.out.flush() {
+                return Err((err, Failed::Rotation(Box::new(line))));
+            }
+            self.out.get_mut().sync().map_err(fatal)?;
+            match self.next_segment() {
                 Ok(number) => line.segment = Some(number),
                 Err(err) => return Err((err, Failed::Rotation(Box::new(line)))),
             }
@@ -101,15 +109,13 @@ impl Writer {
             .map_err(|err| (err, Failed::Line(line.event)))
     }
 
-    /// Ends the segment (flushed and synced), renames it to its number and opens the next:
-    /// that segment's number. Each step may be tried again after a failure: the flush keeps
-    /// what it could not write, and a rename already done is not done twice.
-    fn rotate(&mut self) -> io::Result<u64> {
+    /// Renames the ended segment to its number and opens the next: that segment's number.
+    /// May be tried again after a failure: a rename already done is not done twice
+    /// (`segments::rotate`).
+    fn next_segment(&mut self) -> io::Result<u64> {
         let Some(segment) = self.segment.as_mut() else {
             return Err(io::Error::other("only a log file rotates"));
         };
-        self.out.flush()?;
-        self.out.get_mut().sync()?;
         let file = segments::rotate(&segment.path)?;
         self.out = BufWriter::with_capacity(WRITE_BUFFER, Box::new(file));
         segment.bytes = 0;
