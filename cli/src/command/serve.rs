@@ -18,8 +18,11 @@ use super::{ServeArgs, load_policy};
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     super::init_tracing_as(args.proxy.log_format);
     // Before anything can fail: a sandbox waiting for `proxy-url` must never find the one
-    // a previous run left (see `write_run_files`).
-    let _ = fs::remove_file(args.run_dir.join("proxy-url"));
+    // a previous run left (see `write_run_files`), nor `sluice approve` the previous run's
+    // admin URL (its credentials would go to whatever listens on that port now).
+    for stale in ["proxy-url", "admin-url"] {
+        let _ = fs::remove_file(args.run_dir.join(stale));
+    }
     let Some(policy) = load_policy(&args.proxy.policy) else {
         return ExitCode::FAILURE;
     };

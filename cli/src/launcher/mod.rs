@@ -198,6 +198,11 @@ pub(crate) async fn run(config: LaunchConfig) -> Result<u8, LaunchError> {
         .prefix("sluice-run-")
         .tempdir()
         .map_err(LaunchError::RunDir)?;
+    // A previous run's admin URL goes before anything can fail: `sluice approve` started
+    // now must not send its credentials to whatever listens on that port.
+    if let Some((_, file)) = &config.admin {
+        let _ = std::fs::remove_file(file);
+    }
     let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
     let settings = start_settings(&config);
     let gate = reload_gate(&config.policy, config.admin.is_some());
