@@ -173,6 +173,35 @@ cp "$DISK"/audit.jsonl* "$KEPT"/
             .unwrap_or(0)
     }
 
+    /// Once the disk has room again: sluice is ready and serves (one request, reaching the
+    /// upstream), then stops cleanly, every request it served (`served` before the
+    /// outage, and this one) swapped in the log; what [`OnSmallDisk::stop`] returns.
+    fn serves_again_then_stops(
+        self,
+        port: u16,
+        upstream: &RecordingUpstream,
+        served: usize,
+    ) -> String {
+        let reached = upstream.records().len();
+        wait_for("/readyz to be ready again", || {
+            admin(&self.run, "/readyz").0 == 200
+        });
+        let out = tokio::task::block_in_place(|| self.call(port, "/after"));
+        assert_eq!(out.status, 200, "{out:?}");
+        assert_eq!(upstream.records().len(), reached + 1);
+        let log = self.stop();
+        let swaps = log
+            .lines()
+            .filter(|l| l.contains("\"event\":\"swap\""))
+            .count();
+        assert_eq!(
+            swaps,
+            served + 1,
+            "every served request's swap is in the log"
+        );
+        log
+    }
+
     /// Stops sluice cleanly and checks that the log (copied out of the namespace, every
     /// segment) verifies, with a `stop`, and holds no value: what `sluice audit verify`
     /// said, then the text of every file of the log.
@@ -212,12 +241,6 @@ cp "$DISK"/audit.jsonl* "$KEPT"/
         assert!(!log.contains(TOKEN));
         text + "\n" + &log
     }
-}
-
-fn swaps(log: &str) -> usize {
-    log.lines()
-        .filter(|l| l.contains("\"event\":\"swap\""))
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -262,20 +285,7 @@ async fn a_full_audit_disk_refuses_every_request_then_sluice_serves_again_when_s
 
     // Space returns: the log writes what it had accepted, and sluice serves again.
     disk.free();
-    wait_for("/readyz to be ready again", || {
-        admin(&run, "/readyz").0 == 200
-    });
-    let out = tokio::task::block_in_place(|| disk.call(port, "/after"));
-    assert_eq!(out.status, 200, "{out:?}");
-    assert_eq!(upstream.records().len(), reached + 1);
-
-    // Stopped cleanly; the log verifies, with every request that was served in it.
-    let log = disk.stop();
-    assert_eq!(
-        swaps(&log),
-        served + 1,
-        "every served request's swap is in the log"
-    );
+    disk.serves_again_then_stops(port, &upstream, served);
 }
 
 /// A rotating log whose disk has no inode left for the next segment: the rotation fails
@@ -305,18 +315,6 @@ async fn a_rotation_the_disk_refuses_is_finished_when_room_returns() {
     assert_eq!(upstream.records().len(), reached);
 
     disk.free();
-    wait_for("/readyz to be ready again", || {
-        admin(&run, "/readyz").0 == 200
-    });
-    let out = tokio::task::block_in_place(|| disk.call(port, "/after"));
-    assert_eq!(out.status, 200, "{out:?}");
-    assert_eq!(upstream.records().len(), reached + 1);
-
-    let log = disk.stop();
+    let log = disk.serves_again_then_stops(port, &upstream, served);
     assert!(log.contains("\"segment\":2"), "{log}");
-    assert_eq!(
-        swaps(&log),
-        served + 1,
-        "every served request's swap is in the log"
-    );
 }

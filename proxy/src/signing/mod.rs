@@ -34,6 +34,15 @@ pub(crate) use body::RequestBody;
 pub(crate) use keys::Signers;
 pub(crate) use verify::{Context, Pending, verify};
 
+/// The request's path and query as its head holds them (`/` when it has none).
+fn target_of(parts: &Parts) -> String {
+    parts
+        .uri
+        .path_and_query()
+        .map_or("/", PathAndQuery::as_str)
+        .to_owned()
+}
+
 /// The head a signature is checked against: every header that is text, and `host`.
 fn head_of<'a>(parts: &'a Parts, host: &'a str, path_and_query: &'a str) -> Head<'a> {
     Head {

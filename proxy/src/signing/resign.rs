@@ -5,7 +5,6 @@
 
 use http::header::CONTENT_LENGTH;
 use http::request::Parts;
-use http::uri::PathAndQuery;
 use http::{HeaderName, HeaderValue};
 use http_body_util::BodyExt;
 use sluice_sign::aws_sigv4::chunked::ChunkChain;
@@ -13,7 +12,7 @@ use sluice_sign::aws_sigv4::sha256_hex;
 
 use super::chunked::Rechunk;
 use super::verify::{Context, Pending};
-use super::{head_of, read_whole, with_path_and_query};
+use super::{head_of, read_whole, target_of, with_path_and_query};
 use crate::body::{self, Body};
 use crate::refusal::Refusal;
 
@@ -57,11 +56,7 @@ impl Pending {
             (body, None)
         };
         let host = host.to_str().unwrap_or_default().to_owned();
-        let path_and_query = parts
-            .uri
-            .path_and_query()
-            .map_or("/", PathAndQuery::as_str)
-            .to_owned();
+        let path_and_query = target_of(parts);
         let head = head_of(parts, &host, &path_and_query);
         let payload_hash = claim
             .payload_hash(body_hash.as_deref())

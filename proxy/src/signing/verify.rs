@@ -5,7 +5,6 @@
 use http::HeaderValue;
 use http::header::{CONTENT_LENGTH, HOST};
 use http::request::Parts;
-use http::uri::PathAndQuery;
 use hyper::body::Incoming;
 use sluice_policies::Policy;
 use sluice_sign::aws_sigv4::chunked::{ChunkChain, Mode};
@@ -16,7 +15,7 @@ use sluice_sign::aws_sigv4::{
 use super::body::RequestBody;
 use super::chunked::{SharedFraming, Unchunk};
 use super::keys::{Keys, Signers};
-use super::{head_of, read_whole, with_path_and_query};
+use super::{head_of, read_whole, target_of, with_path_and_query};
 use crate::body;
 use crate::config::Limits;
 use crate::refusal::{Refusal, RefusalSlot};
@@ -90,11 +89,7 @@ pub(crate) async fn verify(
             .authority()
             .map_or_else(String::new, |a| a.to_string()),
     };
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", PathAndQuery::as_str)
-        .to_owned();
+    let path_and_query = target_of(parts);
     let head = head_of(parts, &host, &path_and_query);
     let claim = match Claim::find(&head) {
         Ok(Some(claim)) => claim,
