@@ -10,7 +10,7 @@ pub enum AuditError {
     /// The log file could not be created (missing directory, permissions, read-only disk).
     #[error("cannot create audit log {}: {source}", path.display())]
     Open {
-        /// The path given to [`AuditLog::open`].
+        /// The path given to [`AuditLog::open`](crate::AuditLog::open).
         path: PathBuf,
         /// What the operating system said.
         source: std::io::Error,
@@ -22,7 +22,7 @@ pub enum AuditError {
         path.display()
     )]
     NotAppendable {
-        /// The path given to [`AuditLog::open`].
+        /// The path given to [`AuditLog::open`](crate::AuditLog::open).
         path: PathBuf,
         /// What is wrong with the file.
         why: String,
@@ -30,7 +30,7 @@ pub enum AuditError {
     /// The `start` record could not be written and flushed (full disk, `/dev/full`).
     #[error("cannot write the start record to audit log {}: {source}", path.display())]
     Start {
-        /// The path given to [`AuditLog::open`].
+        /// The path given to [`AuditLog::open`](crate::AuditLog::open).
         path: PathBuf,
         /// What the operating system said.
         source: std::io::Error,
@@ -44,7 +44,7 @@ pub enum AuditError {
         /// Length of the run id that arrived.
         len: usize,
     },
-    /// A [`StartInfo`] digest is not 64 lowercase hex digits (its content is not echoed).
+    /// A [`StartInfo`](crate::StartInfo) digest is not 64 lowercase hex digits (its content is not echoed).
     #[error(
         "start field {field} has {len} characters that are not all lowercase hex: expected 64 lowercase hex digits"
     )]

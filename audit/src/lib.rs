@@ -4,7 +4,7 @@
 //!
 //! This crate owns the log's schema, its single writer ([`AuditLog`]) with segments and
 //! rotation ([`Rotation`]), the hash chain (`prev` = SHA-256 of the previous line's bytes)
-//! and its verification ([`verify`], [`verify_logs`]), the per-secret, per-host tally
+//! and its verification ([`verify()`], [`verify_logs`]), the per-secret, per-host tally
 //! ([`summarize`]) and the one-page report ([`report`]). The schema is documented for
 //! reviewers in `docs/audit-log.md`.
 //!

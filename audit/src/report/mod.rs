@@ -76,7 +76,7 @@ pub struct Report {
     /// `auth_fail` events by reason.
     pub auth_failures: Vec<Named>,
     /// Variables the launcher withheld from its command, over every run: the first
-    /// [`TOP_WITHHELD`] by name.
+    /// `TOP_WITHHELD` by name.
     pub withheld: Vec<String>,
     /// How many more distinct variables were withheld.
     pub more_withheld: u64,
@@ -102,7 +102,7 @@ pub struct Report {
     pub approvals: Vec<Named>,
     /// Pairs beyond [`Report::approvals`].
     pub more_approvals: More,
-    /// `reload` events, the first [`TOP_RELOADS`].
+    /// `reload` events, the first `TOP_RELOADS`.
     pub reloads: Vec<Reload>,
     /// Reloads beyond [`Report::reloads`].
     pub more_reloads: More,

@@ -3,7 +3,7 @@
 //!
 //! [`hold`] is a step of the request path. After the scan has said which secrets a request
 //! swaps, and before anything of it is charged or sent, each of them whose `approve:`
-//! covers the request's method waits in the run's [`Approvals`] for a decision: `allow`
+//! covers the request's method waits in the run's [`Approvals`](crate::approval::Approvals) for a decision: `allow`
 //! goes on, `deny` is `403 approval-denied`, no decision within `--approval-timeout` is
 //! `403 approval-timeout`, and more uses waiting than `--max-pending-approvals` is
 //! `503 approvals-full`. A decision for the `run` stands for the secret (as declared: its

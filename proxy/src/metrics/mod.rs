@@ -57,7 +57,7 @@ pub(crate) struct Counters {
     /// Body bytes the guard scanned (decoded), both ways.
     scanned: AtomicU64,
     /// Token requests sluice made, by the minted secret's name and the result (`ok` or
-    /// one of [`crate::mint::MintFailure::result`]'s fixed set).
+    /// one of [`crate::mint::MintFailure::code`]'s fixed set).
     mints: Mutex<HashMap<(Box<str>, &'static str), u64>>,
     /// How long requests waited for a token request (those that did not wait are not
     /// observed: a token in force, or refreshed in the background, costs no wait).

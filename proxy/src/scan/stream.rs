@@ -60,7 +60,7 @@ pub(crate) type Report = Box<dyn FnOnce(Outcome) + Send + 'static>;
 /// the rewriter holds back (less than the guard's longest pattern) and what the codecs
 /// hold; each output frame comes from one slice (grown or shrunk by what was replaced in
 /// it: a redaction writes a placeholder over a value, which may be longer). See
-/// [`RewriteBody::buffered`].
+/// `RewriteBody::buffered` (in tests).
 pub(crate) struct RewriteBody {
     inner: Body,
     guard: Arc<Guard>,

@@ -242,7 +242,7 @@ impl Claim {
 
     /// The names of the headers that carry this signature and its credentials
     /// (`authorization`, `x-amz-security-token`): held out of the request while sluice
-    /// scans it, and written anew by [`Claim::resign`]. None for a presigned URL.
+    /// scans it, and written anew by [`Verified::resign`](super::Verified::resign). None for a presigned URL.
     pub fn carrier_headers(&self) -> &'static [&'static str] {
         match self.form {
             Form::Header => &["authorization", "x-amz-security-token"],

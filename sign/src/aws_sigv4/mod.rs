@@ -8,7 +8,7 @@
 //! that the crate computes the signature over exactly those.
 //!
 //! It must never produce a signature by the real key over anything the placeholder key did
-//! not sign: [`Claim::resign`] signs the same signed headers, the same scope and the same
+//! not sign: [`Verified::resign`] signs the same signed headers, the same scope and the same
 //! `X-Amz-Date` the verified claim names, and a request whose signed headers the signer
 //! would read differently is refused, not repaired.
 

@@ -53,7 +53,7 @@ impl fmt::Debug for Decoder {
 
 impl Decoder {
     /// A decoder for a body to which `codings` were applied in this order (as
-    /// [`content_codings`] returns them), stopping once more than `limit` bytes are decoded.
+    /// [`content_codings`](super::content_codings) returns them), stopping once more than `limit` bytes are decoded.
     /// `identity` entries are skipped; an empty list decodes nothing and only applies the
     /// bound.
     ///

@@ -2,7 +2,7 @@
 //!
 //! Every part of the request is scanned with the guard: method, path, query, header names
 //! and values, body and trailers. What a match becomes is decided per secret, per place, by
-//! `sluice-policies`, and written into a guard [`Plan`]:
+//! `sluice-policies`, and written into a guard [`Plan`](sluice_guard::Plan):
 //!
 //! - a placeholder in a place its secret grants, toward a host it grants: swapped;
 //! - any other placeholder: refused, unless the host is `egress.verbatim` (kept);

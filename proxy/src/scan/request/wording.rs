@@ -74,7 +74,7 @@ impl Outbound<'_> {
         }
     }
     /// Why `secret` may not be swapped at `location` in this request, as the grant
-    /// decision words it: the whole of [`Policy::may`] when the request rules were weighed.
+    /// decision words it: the whole of [`sluice_policies::Policy::may`] when the request rules were weighed.
     fn ungranted(&self, secret: &str, location: &Location) -> Option<Ungranted> {
         let (host, port) = (self.target.host.as_str(), self.target.port);
         let decided = match &self.ruled {

@@ -35,7 +35,7 @@ impl fmt::Display for StreamPlace {
     }
 }
 
-/// The error a [`RewriteBody`] ends with when its plan refuses a match: an ungranted
+/// The error a [`RewriteBody`](super::RewriteBody) ends with when its plan refuses a match: an ungranted
 /// placeholder, or a real value going where its secret is not granted.
 ///
 /// It names the secret, what was found (placeholder or value, and the encoding) and where,
@@ -57,7 +57,7 @@ impl StreamRefused {
     }
 }
 
-/// How a [`RewriteBody`] ended.
+/// How a [`RewriteBody`](super::RewriteBody) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub(crate) enum End {
@@ -80,7 +80,7 @@ pub(crate) enum End {
     Cancelled,
 }
 
-/// What a [`RewriteBody`] did, reported once when it ends, for the audit log.
+/// What a [`RewriteBody`](super::RewriteBody) did, reported once when it ends, for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Outcome {
     /// Per secret: swapped, redacted and kept, over the body and its trailers. Counts what
