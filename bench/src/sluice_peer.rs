@@ -114,6 +114,10 @@ pub(crate) struct SluiceArgs {
     /// `sluice serve --upstream-proxy` does (the upstream-proxy benchmark).
     #[arg(long, value_name = "URL")]
     pub(crate) upstream_proxy: Option<String>,
+    /// Rotate the audit log into numbered segments once it holds this many bytes, as
+    /// `sluice serve --audit-max-bytes` does (the soak's `--audit-max-bytes`).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) audit_max_bytes: Option<u64>,
 }
 
 /// Starts `exe sluice` (this benchmark's sluice peer) writing into `dir`, trusting the
@@ -192,6 +196,7 @@ pub(crate) fn run(args: &SluiceArgs) -> Result<(), BenchError> {
     if args.admin {
         config.admin = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
     }
+    config.audit_rotation.max_bytes = args.audit_max_bytes;
     if let Some(url) = &args.upstream_proxy {
         config.upstream_proxy = Some(
             sluice_proxy::UpstreamProxy::parse(url, "")

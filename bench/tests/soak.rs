@@ -3,7 +3,8 @@
 //! child process, and a minted credential whose tokens expire every six seconds. The soak
 //! itself checks every invariant (no
 //! exit or panic, the value only in the granted header toward the granted host and never
-//! back to the client, in stderr or in the audit log, a verified audit chain, flat memory
+//! back to the client, in stderr or in the audit log, a verified audit chain across the
+//! segments of a log rotating every 256 KiB, flat memory
 //! and descriptors) and exits 1 on any violation; this test runs it with bounds loose
 //! enough for a loaded two-core machine and checks that its report shows real work done.
 //! The ten-minute run is documented in docs/security.md.
@@ -21,6 +22,8 @@ fn sixty_seconds_of_faults_and_change_leave_sluice_up_leak_free_and_flat() {
         .args(["--reload-every", "2", "--rotate-every", "5"])
         // A minted credential whose tokens live 6 s: about ten refreshes.
         .args(["--mint-lifetime", "6"])
+        // The audit log rotating under all of it: every 256 KiB.
+        .args(["--audit-max-bytes", "262144"])
         // A debug build on a shared machine: allocator and pool warm-up can still move
         // memory after six seconds; a per-request leak over thousands of requests cannot
         // hide under these.
@@ -95,6 +98,11 @@ fn sixty_seconds_of_faults_and_change_leave_sluice_up_leak_free_and_flat() {
     // sluice was sampled through the run, after the warm-up too.
     assert!(
         summary["samples"].as_array().map_or(0, Vec::len) >= 20,
+        "{stdout}"
+    );
+    // The audit log rotated through the run, its chain verified across the segments.
+    assert!(
+        summary["audit_files"].as_u64().unwrap_or(0) >= 3,
         "{stdout}"
     );
     assert!(summary["rss_after_kib"]["max"].as_u64().unwrap_or(0) > 0);

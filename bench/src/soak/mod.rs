@@ -102,6 +102,11 @@ pub(crate) struct SoakArgs {
     /// it expires [default: none].
     #[arg(long, value_name = "SECS")]
     mint_lifetime: Option<u64>,
+    /// Rotate sluice's audit log into numbered segments once it holds this many bytes (at
+    /// least 4096), so that rotations happen under the load and the reloads; the chain is
+    /// then verified across every segment [default: no rotation].
+    #[arg(long, value_name = "BYTES")]
+    audit_max_bytes: Option<u64>,
 }
 
 /// One reading of sluice's process.
@@ -154,6 +159,8 @@ struct Summary {
     audit_swaps: u64,
     audit_refusals: u64,
     audit_redactions: u64,
+    /// The files the audit log ended in (its segments and `audit.jsonl`).
+    audit_files: u64,
     reloads_asked: reload::Reloads,
     reloads_in_force: u64,
     reloads_refused: u64,
@@ -259,6 +266,9 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     for host in [GRANTED_HOST, UNGRANTED_HOST, BAD_TLS_HOST] {
         command.arg("--pin").arg(host);
     }
+    if let Some(bytes) = args.audit_max_bytes {
+        command.arg("--audit-max-bytes").arg(bytes.to_string());
+    }
     command
         .env(TOKEN_VAR, &value)
         .env(minted::CLIENT_SECRET_VAR, &client_secret)
@@ -323,7 +333,7 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
         rotate_every: every(args.rotate_every),
         value_file: value_file.clone(),
         values: values.clone(),
-        audit: sluice_dir.join("audit.jsonl"),
+        audit: sluice_dir.clone(),
         until: started + Duration::from_secs(secs),
         stop: stop.clone(),
     }));
@@ -389,19 +399,14 @@ async fn soak(args: &SoakArgs) -> Result<Summary, BenchError> {
     judge_held(held, args, &mut summary, &mut violations);
     judge_upstream(&upstreams.record, &mut summary, &mut violations);
     let every_value = values.all();
-    judge_audit(
-        &sluice_dir.join("audit.jsonl"),
-        &every_value,
-        &mut summary,
-        &mut violations,
-    );
+    judge_audit(&sluice_dir, &every_value, &mut summary, &mut violations);
     // Every value the secret had, in all sluice wrote on stderr (the watch during the run
     // looks for the first).
     let stderr_text = std::fs::read(&stderr_path).unwrap_or_default();
     if every_value.iter().any(|v| body::contains(&stderr_text, v)) {
         violations.push("a value (current or rotated) appeared in sluice's stderr".to_owned());
     }
-    let audit = std::fs::read_to_string(sluice_dir.join("audit.jsonl")).unwrap_or_default();
+    let audit = verdict::audit_text(&sluice_dir);
     let (in_force, refused, reload_violations) = reload::judge(&audit, reloads_asked);
     summary.reloads_asked = reloads_asked;
     summary.reloads_in_force = in_force;

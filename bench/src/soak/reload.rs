@@ -51,6 +51,7 @@ pub(super) struct Plan {
     pub(super) rotate_every: Option<Duration>,
     pub(super) value_file: PathBuf,
     pub(super) values: Arc<Values>,
+    /// The directory of sluice's audit log (`audit.jsonl` and any segments).
     pub(super) audit: PathBuf,
     pub(super) until: Instant,
     pub(super) stop: Arc<AtomicBool>,
@@ -145,7 +146,7 @@ fn hang_up(plan: &Plan) -> bool {
 
 /// The `reload` events of an audit log: put in force, and refused.
 fn count(audit: &std::path::Path) -> (u64, u64) {
-    tally(&std::fs::read_to_string(audit).unwrap_or_default())
+    tally(&super::verdict::audit_text(audit))
 }
 
 fn tally(audit: &str) -> (u64, u64) {

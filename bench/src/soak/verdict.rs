@@ -245,18 +245,48 @@ pub(super) fn judge_minted(
     summary.minted = Some(tally);
 }
 
+/// The files of the audit log in `dir`, oldest first: its numbered segments (`audit.jsonl.N`,
+/// by `N`), then `audit.jsonl`.
+pub(super) fn audit_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let number = name.strip_prefix("audit.jsonl.")?.parse().ok()?;
+            Some((number, entry.path()))
+        })
+        .collect();
+    segments.sort();
+    let mut files: Vec<_> = segments.into_iter().map(|(_, path)| path).collect();
+    files.push(dir.join("audit.jsonl"));
+    files
+}
+
+/// The whole audit log in `dir` as text, segments first (empty where a file cannot be read).
+pub(super) fn audit_text(dir: &Path) -> String {
+    audit_files(dir)
+        .iter()
+        .map(|file| std::fs::read_to_string(file).unwrap_or_default())
+        .collect()
+}
+
+/// The audit log in `dir` (every segment): its chain verified, with a `stop`, swaps and
+/// refusals in it, and no value anywhere in it.
 pub(super) fn judge_audit(
-    path: &Path,
+    dir: &Path,
     values: &[Vec<u8>],
     summary: &mut Summary,
     violations: &mut Vec<String>,
 ) {
-    match sluice_audit::verify(path) {
+    match sluice_audit::verify(dir) {
         Ok(verified) => {
             summary.audit_events = verified.lines;
             summary.audit_swaps = verified.counts.swap;
             summary.audit_refusals = verified.counts.refuse;
             summary.audit_redactions = verified.counts.redact;
+            summary.audit_files = audit_files(dir).len() as u64;
             if !verified.complete {
                 violations.push("the audit log has no stop record".to_owned());
             }
@@ -269,21 +299,26 @@ pub(super) fn judge_audit(
         }
         Err(e) => violations.push(format!("`sluice audit verify` fails: {e}")),
     }
-    let mut scans: Vec<StreamScan> = values.iter().map(|v| StreamScan::new(v)).collect();
-    match std::fs::File::open(path) {
-        Ok(mut file) => {
-            let mut buf = vec![0u8; 1 << 20];
-            while let Ok(n) = file.read(&mut buf) {
-                if n == 0 {
-                    break;
+    for path in audit_files(dir) {
+        let mut scans: Vec<StreamScan> = values.iter().map(|v| StreamScan::new(v)).collect();
+        match std::fs::File::open(&path) {
+            Ok(mut file) => {
+                let mut buf = vec![0u8; 1 << 20];
+                while let Ok(n) = file.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    scans.iter_mut().for_each(|scan| scan.push(&buf[..n]));
                 }
-                scans.iter_mut().for_each(|scan| scan.push(&buf[..n]));
+                if scans.iter().any(StreamScan::found) {
+                    violations.push(format!(
+                        "the real value appeared in the audit log ({})",
+                        path.display()
+                    ));
+                }
             }
-            if scans.iter().any(StreamScan::found) {
-                violations.push("the real value appeared in the audit log".to_owned());
-            }
+            Err(e) => violations.push(format!("cannot read {}: {e}", path.display())),
         }
-        Err(e) => violations.push(format!("cannot read the audit log: {e}")),
     }
 }
 
@@ -389,8 +424,12 @@ pub(super) fn text(summary: &Summary) -> String {
     );
     let _ = writeln!(
         out,
-        "  audit log: {} events ({} swaps, {} refusals, {} redactions)",
-        summary.audit_events, summary.audit_swaps, summary.audit_refusals, summary.audit_redactions
+        "  audit log: {} events ({} swaps, {} refusals, {} redactions) in {} file(s)",
+        summary.audit_events,
+        summary.audit_swaps,
+        summary.audit_refusals,
+        summary.audit_redactions,
+        summary.audit_files
     );
     let asked = summary.reloads_asked;
     if asked.valid + asked.invalid > 0 {
