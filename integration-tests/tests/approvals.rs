@@ -113,6 +113,18 @@ impl World {
         }
     }
 
+    /// A `POST` that waits, allowed for the run: later `POST`s go on without asking.
+    async fn allow_post_for_the_run(&self) {
+        let held = self.send("POST", "/a", "one");
+        let pending = self.await_pending(1).await;
+        let (status, answer) = self.decide(
+            &pending[0]["id"],
+            r#"{"decision": "allow", "scope": "run"}"#,
+        );
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(held.await.unwrap().0, 200);
+    }
+
     fn decide(&self, id: &serde_json::Value, body: &str) -> (u16, String) {
         self.curl(
             "POST",
@@ -303,14 +315,7 @@ async fn a_decision_for_the_run_answers_later_uses_and_identical_ones_share_one(
     assert_eq!(world.upstream.records().len(), 20);
 
     // For the run: this secret, host and method go on without asking from now on.
-    let held = world.send("POST", "/a", "one");
-    let pending = world.await_pending(1).await;
-    let (status, _) = world.decide(
-        &pending[0]["id"],
-        r#"{"decision": "allow", "scope": "run"}"#,
-    );
-    assert_eq!(status, 200);
-    assert_eq!(held.await.unwrap().0, 200);
+    world.allow_post_for_the_run().await;
     for _ in 0..10 {
         let (status, _, _) = world.send("POST", "/b", "other").await.unwrap();
         assert_eq!(status, 200);
@@ -344,14 +349,7 @@ async fn a_decision_for_the_run_answers_later_uses_and_identical_ones_share_one(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_points_the_name_at_another_credential_asks_again() {
     let world = World::new("30s").await;
-    let held = world.send("POST", "/a", "one");
-    let pending = world.await_pending(1).await;
-    let (status, _) = world.decide(
-        &pending[0]["id"],
-        r#"{"decision": "allow", "scope": "run"}"#,
-    );
-    assert_eq!(status, 200);
-    assert_eq!(held.await.unwrap().0, 200);
+    world.allow_post_for_the_run().await;
 
     // The same declaration again: the decision stands.
     world.serve.reload(YAML);
@@ -386,13 +384,7 @@ async fn a_reload_that_points_the_name_at_another_credential_asks_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_is_not_answered_by_the_request_lines_decision_for_the_run() {
     let world = World::new("30s").await;
-    let held = world.send("POST", "/a", "one");
-    let pending = world.await_pending(1).await;
-    world.decide(
-        &pending[0]["id"],
-        r#"{"decision": "allow", "scope": "run"}"#,
-    );
-    assert_eq!(held.await.unwrap().0, 200);
+    world.allow_post_for_the_run().await;
     assert_eq!(world.send("POST", "/b", "two").await.unwrap().0, 200);
     let by_header = world.send_with(
         "POST",
