@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod approval_basis;
 mod approve;
 mod budget;
 mod command;
@@ -58,7 +59,8 @@ pub mod shape;
 mod source;
 mod validate;
 
-pub use approve::{ApprovalBasis, Approve};
+pub use approval_basis::ApprovalBasis;
+pub use approve::Approve;
 pub use budget::{BudgetLedger, Charge, Exhausted};
 pub use command::COMMAND_TIMEOUT;
 pub use error::{

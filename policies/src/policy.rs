@@ -59,8 +59,8 @@ pub struct Policy {
     /// Whether any secret has a `pin:` (most runs have none, and ask nothing of chains).
     pinned: bool,
     /// Beside each secret with an `approve:`, what a decision on it is made about
-    /// (`approve::basis`), worked out once here rather than on every use.
-    approval_bases: Vec<Option<crate::approve::ApprovalBasis>>,
+    /// (`approval_basis::basis`), worked out once here rather than on every use.
+    approval_bases: Vec<Option<crate::approval_basis::ApprovalBasis>>,
     sha256: String,
 }
 
@@ -249,7 +249,7 @@ impl Policy {
             .map(|s| {
                 s.approve
                     .is_some()
-                    .then(|| crate::approve::basis(s, &secrets, &minters))
+                    .then(|| crate::approval_basis::basis(s, &secrets, &minters))
             })
             .collect();
         Ok(Loaded {
@@ -362,7 +362,7 @@ impl Policy {
     /// assert_eq!(first.approval_basis("gh"), rotated.approval_basis("gh"));
     /// assert_ne!(first.approval_basis("gh"), load(yaml("OTHER_TOKEN")).approval_basis("gh"));
     /// ```
-    pub fn approval_basis(&self, name: &str) -> Option<crate::approve::ApprovalBasis> {
+    pub fn approval_basis(&self, name: &str) -> Option<crate::approval_basis::ApprovalBasis> {
         self.approval_bases
             .get(self.secret_index(name)?)
             .copied()
