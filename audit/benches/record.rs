@@ -105,14 +105,7 @@ fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let (secs, rounds) = if quick { (0.2, 1) } else { (2.0, 5) };
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let start = StartInfo {
-        policy_sha256: "a1".repeat(32),
-        ca_sha256: "b2".repeat(32),
-        withheld: Vec::new(),
-        placeholders: Default::default(),
-        settings: Default::default(),
-        grants: Default::default(),
-    };
+    let start = StartInfo::new("a1".repeat(32), "b2".repeat(32));
     let log =
         AuditLog::open(&dir.path().join("audit.jsonl"), "bench", start).expect("the log opens");
     let mut best = f64::MAX;

@@ -106,6 +106,26 @@ pub struct StartInfo {
     pub grants: std::collections::BTreeMap<String, Vec<String>>,
 }
 
+impl StartInfo {
+    /// A start that says only which declaration and which CA: no withheld variables,
+    /// placeholder forms, settings or grants.
+    ///
+    /// ```
+    /// let start = sluice_audit::StartInfo::new("ab".repeat(32), "cd".repeat(32));
+    /// assert!(start.grants.is_empty());
+    /// ```
+    pub fn new(policy_sha256: String, ca_sha256: String) -> StartInfo {
+        StartInfo {
+            policy_sha256,
+            ca_sha256,
+            withheld: Vec::new(),
+            placeholders: Default::default(),
+            settings: Default::default(),
+            grants: Default::default(),
+        }
+    }
+}
+
 /// A redaction the log applies to every free-text field of every event before it is
 /// queued (the proxy passes the guard's redactor here). It receives the text after the
 /// log's own elision and returns the text to write (the same `String` when there is nothing

@@ -323,14 +323,7 @@ pub(crate) mod tests {
     use crate::{AuditLog, Break, ChainError, Event, EventKind, StartInfo, verify, verify_logs};
 
     fn start() -> StartInfo {
-        StartInfo {
-            policy_sha256: "ab".repeat(32),
-            ca_sha256: "cd".repeat(32),
-            withheld: Vec::new(),
-            placeholders: Default::default(),
-            settings: Default::default(),
-            grants: Default::default(),
-        }
+        StartInfo::new("ab".repeat(32), "cd".repeat(32))
     }
 
     /// Rotation into the smallest segments there are: a few lines each.

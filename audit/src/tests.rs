@@ -36,14 +36,7 @@ impl Drop for TempDir {
 }
 
 fn start_info() -> StartInfo {
-    StartInfo {
-        policy_sha256: "a1".repeat(32),
-        ca_sha256: "b2".repeat(32),
-        withheld: Vec::new(),
-        placeholders: Default::default(),
-        settings: Default::default(),
-        grants: Default::default(),
-    }
+    StartInfo::new("a1".repeat(32), "b2".repeat(32))
 }
 
 fn lines(path: &Path) -> Vec<String> {

@@ -14,7 +14,7 @@
 //! # let dir = std::env::temp_dir().join(format!("sluice-report-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("audit.jsonl");
-//! let start = StartInfo { policy_sha256: "ab".repeat(32), ca_sha256: "cd".repeat(32), withheld: vec![], placeholders: Default::default(), settings: Default::default(), grants: Default::default() };
+//! let start = StartInfo::new("ab".repeat(32), "cd".repeat(32));
 //! let log = AuditLog::open(&path, "run-1", start)?;
 //! log.record(Event::new(EventKind::Swap).secret("github_token").host("api.github.com"))?;
 //! log.close()?;

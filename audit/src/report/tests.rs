@@ -9,12 +9,8 @@ use crate::{AuditLog, Event, EventKind, Rotation, StartInfo, summarize};
 
 fn start(withheld: &[&str]) -> StartInfo {
     StartInfo {
-        policy_sha256: "ab".repeat(32),
-        ca_sha256: "cd".repeat(32),
         withheld: withheld.iter().map(|s| (*s).to_owned()).collect(),
-        placeholders: Default::default(),
-        settings: Default::default(),
-        grants: Default::default(),
+        ..StartInfo::new("ab".repeat(32), "cd".repeat(32))
     }
 }
 
