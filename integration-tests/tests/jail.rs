@@ -745,8 +745,11 @@ curl -s -o /dev/null -w "direct=%{{http_code}}\n" -m 5 --noproxy '*' http://127.
 }
 
 /// A `sluice run` in the jail whose declaration asks for `ask.test` (`egress.ask`),
-/// running `script`, and its admin endpoint.
+/// running the script made for the upstream's port, its admin endpoint, and the upstream.
 struct AskedRun {
+    _pki: TestPki,
+    upstream: RecordingUpstream,
+    port: u16,
     run: tokio::task::JoinHandle<std::process::Output>,
     dir: tempfile::TempDir,
     auth: String,
@@ -754,7 +757,11 @@ struct AskedRun {
 }
 
 impl AskedRun {
-    async fn start(pki: &TestPki, script: String) -> AskedRun {
+    async fn start(script: impl FnOnce(u16) -> String) -> AskedRun {
+        let pki = TestPki::new();
+        let upstream = RecordingUpstream::start(&pki, &["ask.test"], &[b"http/1.1"]).await;
+        let port = upstream.port();
+        let script = script(port);
         let dir = tempfile::tempdir().unwrap();
         let policy = dir.path().join("policy.yaml");
         std::fs::write(
@@ -788,6 +795,9 @@ impl AskedRun {
         };
         let (auth, address) = admin.rsplit_once('@').unwrap();
         AskedRun {
+            _pki: pki,
+            upstream,
+            port,
             run,
             auth: auth.to_owned(),
             address: address.to_owned(),
@@ -831,13 +841,11 @@ impl AskedRun {
 /// without waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_captured_connection_to_an_asked_host_waits_for_a_decision() {
-    let pki = TestPki::new();
-    let upstream = RecordingUpstream::start(&pki, &["ask.test"], &[b"http/1.1"]).await;
-    let port = upstream.port();
-    let script = format!(
+    let asked = AskedRun::start(|port| format!(
         "unset {PROXY_AND_CA}; for path in first second; do curl -s -o /dev/null -w \"$path %{{http_code}}\\n\" --noproxy '*' https://ask.test:{port}/$path; done"
-    );
-    let asked = AskedRun::start(&pki, script).await;
+    ))
+    .await;
+    let (upstream, port) = (&asked.upstream, asked.port);
     let ask = asked.first_pending().await;
     assert_eq!(ask["kind"], "host", "{ask}");
     assert_eq!(ask["host"], format!("ask.test:{port}"));
@@ -860,13 +868,10 @@ async fn a_captured_connection_to_an_asked_host_waits_for_a_decision() {
 /// list (as a CONNECT's client does), and nothing of it reaches the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_captured_client_that_gives_up_leaves_the_approvers_list() {
-    let pki = TestPki::new();
-    let upstream = RecordingUpstream::start(&pki, &["ask.test"], &[b"http/1.1"]).await;
-    let port = upstream.port();
-    let script = format!(
+    let asked = AskedRun::start(|port| format!(
         "unset {PROXY_AND_CA}; curl -s -o /dev/null --max-time 2 --noproxy '*' https://ask.test:{port}/gave-up; sleep 6"
-    );
-    let asked = AskedRun::start(&pki, script).await;
+    ))
+    .await;
     let ask = asked.first_pending().await;
     assert_eq!(ask["kind"], "host", "{ask}");
     // curl gives up after 2 s; the list is empty well before the run ends at 6.
@@ -880,5 +885,5 @@ async fn a_captured_client_that_gives_up_leaves_the_approvers_list() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let _ = asked.run.await.unwrap();
-    assert!(upstream.records().is_empty());
+    assert!(asked.upstream.records().is_empty());
 }
