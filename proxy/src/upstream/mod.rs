@@ -660,6 +660,9 @@ mod tests {
             "10.1.2.3",
             "169.254.169.254",
             "[::ffff:10.1.2.3]",
+            // Unbracketed, as a tunnel's target reaches the dialer.
+            "::ffff:10.1.2.3",
+            "fd00::1",
             "2852039166",
             "0xa9.0xfe.169.254",
             "10.1",

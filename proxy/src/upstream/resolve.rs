@@ -32,13 +32,7 @@ impl Resolver {
         allow_ips: &(dyn Fn(IpAddr) -> bool + Send + Sync),
         own_listeners: &[SocketAddr],
     ) -> Result<Vec<SocketAddr>, UpstreamError> {
-        let answers: Vec<SocketAddr> = if let Some(ip) = self.pins.get(host) {
-            vec![SocketAddr::new(*ip, port)]
-        } else if let Ok(ip) = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-        {
+        let answers: Vec<SocketAddr> = if let Some(ip) = self.known_address(host) {
             vec![SocketAddr::new(ip, port)]
         } else {
             tokio::net::lookup_host((host, port))
@@ -65,16 +59,7 @@ impl Resolver {
         allow_ips: &(dyn Fn(IpAddr) -> bool + Send + Sync),
         own_listeners: &[SocketAddr],
     ) -> Result<(), UpstreamError> {
-        // An address in any spelling the egress proxy's resolver reads as one (`10.1.2.3`,
-        // `[::1]`, but also `2130706433` or `0x7f.1`, which are 127.0.0.1 to it).
-        let known = self.pins.get(host).copied().or_else(|| {
-            match url::Host::parse(host.trim_end_matches('.')).ok()? {
-                url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
-                url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
-                url::Host::Domain(_) => None,
-            }
-        });
-        match known {
+        match self.known_address(host) {
             Some(ip) => check_answers(
                 host,
                 vec![SocketAddr::new(ip, port)],
@@ -83,6 +68,28 @@ impl Resolver {
             )
             .map(drop),
             None => Ok(()),
+        }
+    }
+}
+
+impl Resolver {
+    /// The address sluice knows for `host` without asking DNS: a pinned name's, or the
+    /// host's own when it is an address in any spelling a resolver reads as one
+    /// (`10.1.2.3`, `::1` with or without brackets, `::ffff:10.1.2.3`, but also
+    /// `2130706433` or `0x7f.1`, which are 127.0.0.1 to it). One reading for the direct
+    /// dial and for the check before an egress proxy's, so the two never disagree.
+    fn known_address(&self, host: &str) -> Option<IpAddr> {
+        if let Some(ip) = self.pins.get(host) {
+            return Some(*ip);
+        }
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return Some(ip);
+        }
+        match url::Host::parse(host.trim_end_matches('.')).ok()? {
+            url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+            url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+            url::Host::Domain(_) => None,
         }
     }
 }
