@@ -230,6 +230,40 @@ egress:
   allow_ips: ["127.0.0.1/32"]
 "#;
 
+/// A body read whole is scanned before the budget is charged: one that swaps the secret
+/// and is then refused (`429`) leaves its refusal in the log and no `swap`, as a head does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_refused_after_its_scan_is_not_logged_as_swapped() {
+    let world = World::with_args(BUDGETED, &["--admin", "127.0.0.1:0"]).await;
+    let placeholder = world.serve.placeholder("GH");
+    let body = format!("token={placeholder}");
+    let whole = ["-i", "--http1.1", "--data-binary", body.as_str()];
+    assert_eq!(world.curl("/first", &whole).await.status, 200);
+    for path in ["/second", "/third"] {
+        assert_eq!(world.call("GET", path).await.status, 200);
+    }
+    let refused = world.curl("/fourth", &whole).await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(world.upstream.records().len(), 3);
+    let audit = world.serve.stop();
+    let swaps_to = |path: &str| {
+        audit
+            .iter()
+            .filter(|l| l.contains("\"event\":\"swap\""))
+            .filter(|l| l.contains(&format!("\"path\":\"{path}\"")))
+            .count()
+    };
+    assert_eq!(swaps_to("/first"), 1, "{audit:#?}");
+    assert_eq!(swaps_to("/fourth"), 0, "{audit:#?}");
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("budget-exhausted") && l.contains("/fourth")),
+        "{audit:#?}"
+    );
+    assert_no_token("the audit log", &audit.join("\n"));
+}
+
 /// The value of a response header in curl's `-i` output.
 fn header<'a>(out: &'a CurlOutput, name: &str) -> Option<&'a str> {
     out.body.lines().find_map(|line| {

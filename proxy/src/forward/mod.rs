@@ -22,14 +22,14 @@ pub(crate) mod tunnel;
 mod upgrade;
 pub(crate) mod websocket;
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use http::header::{ACCEPT_ENCODING, HOST, HeaderName};
 use http::request::Parts;
 use http::uri::Scheme;
 use http::{HeaderValue, Method, Request, Response, Uri, Version};
 use hyper::body::Incoming;
-use sluice_guard::{Guard, GuardError};
+use sluice_guard::{Guard, GuardError, Tally};
 use sluice_policies::{Policy, Reach};
 
 use crate::body::Body;
@@ -133,7 +133,7 @@ async fn intercepted_steps(
     };
     // A signed aws-chunked body's lengths are signed: its scan keeps or refuses, never swaps.
     let keep_length = signing.as_ref().is_some_and(signing::Pending::keeps_length);
-    let (body, spending) = scan_body(
+    let (body, spending, body_report) = scan_body(
         &outbound,
         &mut parts,
         incoming,
@@ -180,10 +180,11 @@ async fn intercepted_steps(
         }
         None => body,
     };
-    // Nothing below refuses the request for what it carries: the head's swaps are recorded
-    // now, so that the log never says a value went out in a request refused after its scan
-    // (a body, an approval, a budget, a signature).
-    record_head(&head, exchange);
+    // The checks that refuse a request for what it carries are done: its swaps are
+    // recorded now, so that the log never says a value went out in a request refused after
+    // its scan (a body, an approval, a budget, a signature). (The upstream's pins are
+    // checked at its handshake, below: a request refused there is recorded as refused too.)
+    record_swaps(&head, &body_report, exchange);
     // An upgrade (WebSocket) goes on a connection of its own, joined on 101.
     if let Some(asked) = upgrade {
         let pins = pins.as_ref();
@@ -259,7 +260,7 @@ async fn plain_steps(
     let buffering = Buffering::WhenLengthKnown;
     let incoming = signing::RequestBody::Arriving(incoming);
     // Nothing is swapped into plain HTTP, so no budget is spent.
-    let (body, _) = scan_body(
+    let (body, _, body_report) = scan_body(
         &outbound,
         &mut parts,
         incoming,
@@ -269,7 +270,7 @@ async fn plain_steps(
         exchange,
     )
     .await?;
-    record_head(&head, exchange);
+    record_swaps(&head, &body_report, exchange);
     ask_for_scannable_codings(&mut parts.headers);
     // Upstream, and the response redacted on its way back.
     let origin = Origin::new(target, Scheme::HTTP)?;
@@ -329,12 +330,59 @@ fn strip_hop_by_hop(parts: &mut Parts) {
 }
 
 /// Records what the head's scan swapped (and, toward a verbatim host, kept), place by place.
-fn record_head(head: &[Swapped], exchange: &Exchange) {
+fn record_swaps(head: &[Swapped], body: &HeldReport, exchange: &Exchange) {
     for swapped in head {
         let location = swapped.place.label();
         exchange.record_tally(&location, &swapped.tally);
         // Values replaced by their placeholders toward a verbatim host.
         exchange.record_redactions(&location, &swapped.tally);
+    }
+    body.release();
+}
+
+/// The body's report, held until [`record_swaps`]: a body read whole is scanned (and
+/// reports) before the approval, the budget and the signature, any of which may still
+/// refuse the request; dropped unreleased, what it swapped is never recorded as sent. A
+/// body that streams reports as it ends, after its request has gone, and a report that
+/// carries a cut (a refusal mid-body) is never held.
+#[derive(Clone, Default)]
+struct HeldReport(Arc<std::sync::Mutex<Held>>);
+
+#[derive(Default)]
+struct Held {
+    released: bool,
+    waiting: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl HeldReport {
+    /// `report`, run at once once released (or when it carries a cut), else kept.
+    fn hold<R>(&self, report: R) -> impl FnOnce(&Tally, Option<Refusal>, u64) + Send + 'static
+    where
+        R: FnOnce(&Tally, Option<Refusal>, u64) + Send + 'static,
+    {
+        let slot = self.0.clone();
+        move |tally: &Tally, cut: Option<Refusal>, scanned: u64| {
+            let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if held.released || cut.is_some() {
+                drop(held);
+                report(tally, cut, scanned);
+            } else {
+                let tally = tally.clone();
+                held.waiting = Some(Box::new(move || report(&tally, None, scanned)));
+            }
+        }
+    }
+
+    /// Runs the report kept, if any; from now on a report runs at once.
+    fn release(&self) {
+        let waiting = {
+            let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            held.released = true;
+            held.waiting.take()
+        };
+        if let Some(report) = waiting {
+            report();
+        }
     }
 }
 
@@ -354,7 +402,8 @@ struct Spending {
     pending: budget::Pending,
 }
 
-/// The body step (`request_body`), with this proxy's guard and bounds, its tally recorded.
+/// The body step (`request_body`), with this proxy's guard and bounds; its tally is
+/// recorded once the report is released ([`record_swaps`]).
 async fn scan_body(
     outbound: &Outbound<'_>,
     parts: &mut Parts,
@@ -363,7 +412,7 @@ async fn scan_body(
     (buffering, keep_length): (Buffering, bool),
     shared: &Shared,
     exchange: &Exchange,
-) -> Result<(Body, Spending), Refusal> {
+) -> Result<(Body, Spending, HeldReport), Refusal> {
     let step = BodyStep {
         outbound,
         guard: &shared.guard,
@@ -372,9 +421,10 @@ async fn scan_body(
         keep_length,
     };
     let pending = budget::Pending::default();
-    let report = pending.settling(shared.guard.clone(), exchange.reporter("body"));
+    let held = HeldReport::default();
+    let report = held.hold(pending.settling(shared.guard.clone(), exchange.reporter("body")));
     let (body, swaps) = request_body::scan(step, parts, incoming, stopped, report).await?;
-    Ok((body, Spending { swaps, pending }))
+    Ok((body, Spending { swaps, pending }, held))
 }
 
 /// What the sending step needs to know of the scan: its plans, whether it stopped the
