@@ -361,8 +361,10 @@ impl AuditLog {
     /// [`AuditError::Failed`] once a write has failed, [`AuditError::Closed`] after
     /// [`AuditLog::close`], [`AuditError::Backlog`] when the queue is full (which fails
     /// the log: a disk that far behind is failing), and
-    /// [`AuditError::ReservedKind`] for `start` and `stop`. On any error the event is not
-    /// recorded and the caller must not carry out what it describes (fail closed).
+    /// [`AuditError::ReservedKind`] for `start` and `stop`. On any error the caller must not
+    /// carry out what it describes (fail closed). The event is not recorded, except on
+    /// `Backlog`: that record is kept and written once the writer catches up, so the log
+    /// may hold an event for something its caller then refused to do (never the reverse).
     pub fn record(&self, event: Event) -> Result<(), AuditError> {
         if matches!(event.kind, EventKind::Start | EventKind::Stop) {
             return Err(AuditError::ReservedKind { kind: event.kind });
