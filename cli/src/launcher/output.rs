@@ -36,8 +36,13 @@ impl Reporter {
     }
 
     /// Audits what `redacted` holds beyond what was reported, if it is time (or `now`).
+    /// Whether a report made now would be written (one second since the last).
+    fn due(&self) -> bool {
+        self.last.elapsed() >= REPORT_EVERY
+    }
+
     fn report(&mut self, redacted: &Redacted, now: bool) {
-        if !now && self.last.elapsed() < REPORT_EVERY {
+        if !now && !self.due() {
             return;
         }
         let mut news = Redacted::new();
@@ -128,7 +133,10 @@ where
             add(&mut redacted, &guard, redactor.tally());
             return redacted;
         }
-        reporter.report(&so_far(&redacted, &guard, &redactor), false);
+        // What was redacted so far is counted only when a report is due.
+        if reporter.due() {
+            reporter.report(&so_far(&redacted, &guard, &redactor), false);
+        }
     }
     out.clear();
     if let Ok(tally) = redactor.finish(&mut out) {
