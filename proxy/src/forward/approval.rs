@@ -25,6 +25,7 @@ use http::request::Parts;
 use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
 use sluice_guard::SecretId;
+use sluice_policies::ApprovalBasis;
 
 use crate::approval::{Ask, Decision, Kind, Scope, Waited};
 use crate::body::{self, Body};
@@ -93,7 +94,7 @@ pub(crate) async fn hold(
     }
     let requested = the_use.head.iter().chain(in_body).map(|&id| (id, false));
     let framed = the_use.frames.iter().map(|&id| (id, true));
-    let mut waiting: Vec<(&str, &str)> = Vec::new();
+    let mut waiting: Vec<(&str, &str, Option<ApprovalBasis>)> = Vec::new();
     for (id, in_frames) in requested.chain(framed) {
         let secret = shared.guard.name(id);
         let Some(decl) = shared.policy.secret(secret) else {
@@ -104,7 +105,11 @@ pub(crate) async fn hold(
             // A WebSocket's messages wait at the handshake, under its own method.
             let waits =
                 (in_frames && i == 0 && decl.approve().is_some()) || decl.needs_approval(asked);
-            if !waits || waiting.contains(&(secret, asked.as_str())) {
+            if !waits
+                || waiting
+                    .iter()
+                    .any(|w| (w.0, w.1) == (secret, asked.as_str()))
+            {
                 continue;
             }
             // A decision standing for the run answers at once: nothing described, no
@@ -123,7 +128,7 @@ pub(crate) async fn hold(
                     };
                     return Err(Refusal::approval_denied(waited, Scope::Run));
                 }
-                None => waiting.push((secret, asked)),
+                None => waiting.push((secret, asked, basis)),
             }
         }
     }
@@ -144,11 +149,11 @@ pub(crate) async fn hold(
             STREAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ),
     };
-    for (secret, asked) in waiting {
+    for (secret, asked, basis) in waiting {
         let ask = Ask {
             kind: Kind::Use,
             secret: secret.to_owned(),
-            basis: shared.policy.approval_basis(secret),
+            basis,
             host: the_use.host.to_owned(),
             method: asked.to_owned(),
             path: shared.guard.redact_str(&path),
